@@ -1,0 +1,74 @@
+"""The path a fresh Colab runtime takes: the notebook arrives alone, its first cell fetches the rest."""
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+import colab_setup  # noqa: E402
+
+NEEDED = ["helpers.py", "colab_setup.py", "requirements.txt", "kernels", "data"]
+
+
+@pytest.fixture
+def local_remote(tmp_path):
+    """A git repository standing in for GitHub, holding this working tree's code."""
+    remote = tmp_path / "remote"
+    remote.mkdir()
+    for name in NEEDED:
+        src = ROOT / name
+        (shutil.copytree(src, remote / name, ignore=shutil.ignore_patterns("__pycache__"))
+         if src.is_dir() else shutil.copy(src, remote / name))
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(remote)]
+    for cmd in (["init", "-q", "-b", "main"], ["add", "."], ["commit", "-q", "-m", "snapshot"]):
+        subprocess.run(git + cmd, check=True)
+    return remote
+
+
+def test_setup_cell_fetches_the_repository_when_absent(local_remote, tmp_path):
+    runtime = tmp_path / "content"  # Colab's working directory, with nothing in it
+    runtime.mkdir()
+    script = colab_setup.SETUP_CELL + "\nimport helpers, kernels\nprint('ROOT', ROOT)\nprint('MODE', helpers.MODE)\n"
+    env = dict(os.environ, SLOWER_REPO_URL=str(local_remote), SLOWER_MODE="cpu", PYTHONPATH="")
+    done = subprocess.run([sys.executable, "-c", script], cwd=runtime, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr
+    clone = runtime / colab_setup.REPO_DIR
+    assert (clone / "helpers.py").is_file() and (clone / ".git").is_dir()
+    assert f"ROOT {clone}" in done.stdout and "MODE cpu" in done.stdout
+    # a second run (Colab's "Run all" again) reuses the clone instead of fetching again
+    again = subprocess.run([sys.executable, "-c", script], cwd=runtime, env=env, capture_output=True, text=True,
+                           timeout=600)
+    assert again.returncode == 0, again.stderr
+
+
+def test_setup_cell_uses_the_repository_it_sits_in():
+    done = subprocess.run([sys.executable, "-c", colab_setup.SETUP_CELL + "\nprint(ROOT)"], cwd=ROOT / "notebooks",
+                          env=dict(os.environ, SLOWER_REPO_URL="/nonexistent", SLOWER_MODE="cpu"),
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == str(ROOT)
+
+
+def test_torch_and_triton_are_never_installed(tmp_path):
+    req = tmp_path / "requirements.txt"
+    req.write_text("torch>=999\ntriton>=999\nnumpy>=1.0\nsurely-not-installed-pkg>=1.0\npytest>=999  # too old\n")
+    assert colab_setup.missing_requirements(req) == ["surely-not-installed-pkg>=1.0", "pytest>=999"]
+
+
+def test_a_failed_install_fails_loudly(tmp_path, monkeypatch):
+    req = tmp_path / "requirements.txt"
+    req.write_text("surely-not-installed-pkg\n")
+    monkeypatch.setattr(subprocess, "run",
+                        lambda *a, **k: subprocess.CompletedProcess(a, 1, stdout="", stderr="No matching distribution"))
+    with pytest.raises(RuntimeError, match="surely-not-installed-pkg"):
+        colab_setup.prepare(req)
+
+
+def test_requirements_txt_is_satisfied_here():
+    """CI installs requirements.txt, so the notebooks' setup cell installs nothing on a prepared machine."""
+    assert colab_setup.missing_requirements() == []

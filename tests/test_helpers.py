@@ -1,0 +1,252 @@
+"""The harness, on a tiny Qwen3 (CPU mode) and a Qwen3-0.6B-shaped model on the meta device."""
+import pandas as pd
+import pytest
+import torch
+
+import helpers
+import kernels
+
+# One tolerance per dtype for "patched model matches the original" (many kernels stacked).
+MODEL_TOL = {torch.float32: dict(atol=2e-4, rtol=2e-4), torch.float16: dict(atol=3e-2, rtol=3e-2)}
+ALL_SWAPS = dict(rmsnorm="two_pass", projections={"attention", "mlp", "lm_head"}, attention="slow")
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return helpers.random_qwen3(helpers.TINY_QWEN3, seed=1)
+
+
+@pytest.fixture
+def ids(tiny):
+    return helpers.make_prompt(11, vocab_size=tiny.config.vocab_size)
+
+
+def logits(model, ids, **kw):
+    with torch.inference_mode():
+        return model(ids, **kw).logits
+
+
+# --- Sizes and environment ----------------------------------------------------------------------
+def test_full_sizes_are_the_chapters_sizes():
+    full = helpers.SIZES_BY_MODE["full"]
+    assert (full.prompt_len, full.new_tokens, full.new_tokens_full_stack, full.new_tokens_context) == (32, 128, 512, 32)
+    assert full.context_prompts == (128, 256, 512, 1024) and full.repeats == 3
+    assert full.add_n == 2**20 and full.add_sweep[0] == 2**12 and full.add_sweep[-1] == 2**26
+    assert full.rmsnorm_sweep_rows == (1, 4, 16, 64, 256, 1024, 4096)
+    assert full.matmul_shape == (128, 1024, 3072) and full.matmul_decode_shape[0] == 1
+
+
+@pytest.mark.parametrize("name, slug", [("Tesla T4", "t4"), ("NVIDIA H200", "h200"), ("NVIDIA A100-SXM4-80GB", "a100"),
+                                        ("NVIDIA H100 80GB HBM3", "h100"), ("NVIDIA L4", "l4"),
+                                        ("NVIDIA GeForce RTX 4090", "rtx4090"), ("cpu", "cpu")])
+def test_hardware_slug(name, slug):
+    assert helpers.hardware_slug(name) == slug
+
+
+def test_env_info_names_versions_and_mode():
+    info = helpers.env_info()
+    for key in ("gpu", "mode", "python", "torch", "triton", "transformers", "compute_capability", "memory_gib"):
+        assert key in info
+    assert info["mode"] == helpers.MODE
+
+
+# --- Patching -----------------------------------------------------------------------------------
+def test_patch_counts_on_qwen3_0_6b_shape():
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    with torch.device("meta"):
+        model = Qwen3ForCausalLM(Qwen3Config(**helpers.QWEN3_0_6B, attn_implementation="sdpa"))
+    census = helpers.module_census(model)
+    assert (census["rmsnorm"], census["linear"], census["attention"]) == (113, 197, 28)
+    assert census["parameters"] == 596_049_920
+    with helpers.patched(model, **ALL_SWAPS) as counts:
+        assert counts == {"rmsnorm": 113, "attention_proj": 112, "mlp_proj": 84, "lm_head": 1, "attention": 28}
+        for layer in model.model.layers:
+            assert isinstance(layer.self_attn.q_norm, kernels.TritonRMSNorm)
+            assert isinstance(layer.self_attn.k_norm, kernels.TritonRMSNorm)
+            assert isinstance(layer.mlp.down_proj, kernels.TritonLinear)
+        assert model.config._attn_implementation == helpers.ATTENTION_NAME
+    assert model.config._attn_implementation == "sdpa"
+    assert not any(isinstance(m, (kernels.TritonRMSNorm, kernels.TritonLinear)) for m in model.modules())
+
+
+@pytest.mark.parametrize("projections, expected", [({"attention"}, (56, 0, 0)), ({"mlp"}, (0, 42, 0)),
+                                                   ({"lm_head"}, (0, 0, 1))])
+def test_patch_groups_are_separate(projections, expected):
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    with torch.device("meta"):
+        model = Qwen3ForCausalLM(Qwen3Config(**dict(helpers.QWEN3_0_6B, num_hidden_layers=14)))
+    with helpers.patched(model, projections=projections) as counts:
+        assert (counts["attention_proj"], counts["mlp_proj"], counts["lm_head"]) == expected
+        assert counts["rmsnorm"] == counts["attention"] == 0
+
+
+def test_patch_shares_weights_and_restores_the_same_objects(tiny, ids):
+    before_modules = dict(tiny.named_modules())
+    before = logits(tiny, ids)
+    with helpers.patched(tiny, **ALL_SWAPS):
+        patched_q = tiny.model.layers[0].self_attn.q_proj
+        assert patched_q.weight is before_modules["model.layers.0.self_attn.q_proj"].weight
+        assert tiny.lm_head.weight is tiny.model.embed_tokens.weight  # tied weights stay tied
+    after = logits(tiny, ids)
+    assert torch.equal(before, after)  # bit-identical
+    assert all(before_modules[name] is module for name, module in tiny.named_modules())
+    assert tiny.config._attn_implementation == "sdpa"
+
+
+def test_patch_restores_after_an_exception(tiny, ids):
+    before = logits(tiny, ids)
+    with pytest.raises(RuntimeError, match="boom"):
+        with helpers.patched(tiny, **ALL_SWAPS):
+            raise RuntimeError("boom")
+    assert torch.equal(before, logits(tiny, ids))
+    assert tiny.config._attn_implementation == "sdpa"
+
+
+@pytest.mark.parametrize("swaps", [dict(rmsnorm="fused"), dict(rmsnorm="two_pass"), dict(projections={"attention"}),
+                                   dict(projections={"mlp", "lm_head"}), dict(attention="slow"), ALL_SWAPS])
+def test_patched_prefill_matches_original(tiny, ids, swaps):
+    expected = logits(tiny, ids)
+    with helpers.patched(tiny, **swaps) as counts:
+        assert sum(counts.values()) > 0
+        got = logits(tiny, ids)
+    torch.testing.assert_close(got, expected, **MODEL_TOL[got.dtype])
+
+
+def test_patched_decode_with_cache_matches_original(tiny, ids):
+    """Decode steps (S = 1 against a growing KV cache) give the original's logits, step by step."""
+    from transformers import DynamicCache
+
+    def run():
+        cache, steps, x = DynamicCache(), [], ids
+        with torch.inference_mode():
+            for _ in range(3):
+                out = tiny(x, past_key_values=cache, use_cache=True)
+                steps.append(out.logits[:, -1])
+                x = out.logits[:, -1:].argmax(-1)
+        return torch.stack(steps)
+
+    expected = run()
+    with helpers.patched(tiny, **ALL_SWAPS):
+        got = run()
+    torch.testing.assert_close(got, expected, **MODEL_TOL[got.dtype])
+
+
+def test_slow_attention_honours_a_padding_mask(tiny):
+    """Left-padded batch: the mask reaches attention_slow and padded keys are ignored."""
+    ids = helpers.make_prompt(9, vocab_size=tiny.config.vocab_size).repeat(2, 1)
+    mask = torch.ones_like(ids)
+    mask[1, :3] = 0
+    expected = logits(tiny, ids, attention_mask=mask)
+    with helpers.patched(tiny, attention="slow"):
+        got = logits(tiny, ids, attention_mask=mask)
+    torch.testing.assert_close(got[:, 3:], expected[:, 3:], **MODEL_TOL[got.dtype])
+    # and the mask matters: the padded row differs from the unpadded one
+    assert not torch.allclose(got[0, 3:], got[1, 3:])
+
+
+def test_patched_rejects_unknown_options(tiny):
+    with pytest.raises(ValueError, match="rmsnorm"):
+        with helpers.patched(tiny, rmsnorm="three_pass"):
+            pass
+    with pytest.raises(ValueError, match="projections"):
+        with helpers.patched(tiny, projections={"embeddings"}):
+            pass
+    with pytest.raises(ValueError, match="attention"):
+        with helpers.patched(tiny, attention="fast"):
+            pass
+
+
+# --- Measurement --------------------------------------------------------------------------------
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_measure_tps_generates_exactly_the_asked_tokens(tiny, use_cache):
+    tps = helpers.measure_tps(tiny, prompt_len=6, new_tokens=5, use_cache=use_cache, repeats=2)
+    assert tps.ids.shape == (5,)
+    assert len(tps.times_s) == 2 and tps.tokens_per_s > 0 and tps.prefill_ms > 0
+    assert tps.tokens_per_s == pytest.approx(5 / sorted(tps.times_s)[0]) or tps.tokens_per_s == pytest.approx(
+        5 / (sum(tps.times_s) / 2))  # median of two runs is their mean
+
+
+def test_patched_generation_runs_and_counts_launches(tiny):
+    with helpers.patched(tiny, **ALL_SWAPS) as counts:
+        prof = helpers.profile_decode(tiny, prompt_len=6, new_tokens=3)
+    cfg = tiny.config
+    per_token = (2 * counts["rmsnorm"] + counts["attention_proj"] + counts["mlp_proj"] + counts["lm_head"]
+                 + 3 * cfg.num_attention_heads * counts["attention"])
+    assert prof.project_launches_per_token == per_token
+    if not helpers.HAS_GPU:
+        assert prof.launches_per_token is None and prof.gpu_busy_ms_per_token is None and "CPU" in prof.note
+    else:
+        assert prof.launches_per_token >= per_token and 0 <= prof.gpu_idle_fraction <= 1
+
+
+def test_profile_call_counts_project_launches():
+    x = torch.randn(3, 40, device=helpers.DEVICE, dtype=helpers.DTYPE)
+    w = torch.randn(40, device=helpers.DEVICE, dtype=helpers.DTYPE)
+    prof = helpers.profile_call(lambda: kernels.rmsnorm_two_pass(x, w, 1e-6), repeats=2)
+    assert prof.project_launches == 2 and prof.wall_ms > 0
+
+
+def test_bandwidth_floor(tiny):
+    bw = helpers.bandwidth(tiny, tokens_per_s=10.0)
+    assert bw["model_bytes"] == helpers.module_census(tiny)["bytes"]
+    assert bw["achieved_gb_s"] == pytest.approx(bw["model_bytes"] * 10 / 1e9)
+    if not helpers.HAS_GPU:
+        assert bw["floor_fraction"] is None and bw["note"]
+
+
+# --- Model loading ------------------------------------------------------------------------------
+def test_load_model_from_a_local_checkpoint_uses_from_pretrained(tiny, tmp_path, monkeypatch):
+    from transformers import AutoModelForCausalLM
+
+    tiny.save_pretrained(tmp_path)
+    calls = []
+    real = AutoModelForCausalLM.from_pretrained
+    monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained",
+                        lambda *a, **k: calls.append(a[0]) or real(*a, **k))
+    model, tokenizer, desc = helpers.load_model(str(tmp_path))
+    assert calls == [str(tmp_path)] and "local checkpoint" in desc and tokenizer is None
+    ids = helpers.make_prompt(5, vocab_size=tiny.config.vocab_size)
+    assert torch.equal(logits(model, ids), logits(tiny, ids))
+
+
+def test_load_model_falls_back_when_the_hub_is_unreachable(monkeypatch, capsys):
+    from transformers import AutoModelForCausalLM
+
+    monkeypatch.setattr(helpers, "MODE", "full")  # as on a GPU without network
+    monkeypatch.setattr(helpers, "_hub_reachable", lambda *a, **k: False)
+    monkeypatch.setattr(helpers, "QWEN3_0_6B", helpers.TINY_QWEN3)  # keep the test small
+    monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained",
+                        lambda *a, **k: pytest.fail("from_pretrained called without a hub"))
+    model, tokenizer, desc = helpers.load_model("Qwen/Qwen3-0.6B")
+    assert tokenizer is None and "random weights" in desc and "hub unreachable" in desc
+    assert "meaningless" in capsys.readouterr().out
+
+
+def test_hub_probe_respects_offline_mode(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert helpers._hub_reachable() is False
+
+
+# --- Results ------------------------------------------------------------------------------------
+def test_record_overwrites_by_id_and_joins_the_blog(tmp_path, monkeypatch):
+    monkeypatch.setattr(helpers, "RESULTS_DIR", tmp_path / "figures" / "x")
+    helpers.record("add.ratio", 2.0, "x slower")
+    helpers.record("add.triton_ms", 0.5, "ms", note="2^20 elements")
+    helpers.record("add.ratio", 1.5, "x slower")
+    table = helpers.results()
+    assert list(table["id"]) == ["add.triton_ms", "add.ratio"]
+    assert table.set_index("id").loc["add.ratio", "value"] == 1.5
+    assert set(helpers.RESULT_COLUMNS) <= set(table.columns)
+    row = table.set_index("id").loc["add.triton_ms"]
+    assert row["mode"] == helpers.MODE and row["torch"] == torch.__version__ and row["note"] == "2^20 elements"
+    both = helpers.compare("add.").set_index("id")
+    assert both.loc["add.ratio", "yours"] == 1.5 and both.loc["add.ratio", "blog_t4"] == "1.81"
+    assert both.loc["add.torch_ms", "blog_t4"] == "0.046" and pd.isna(both.loc["add.torch_ms", "yours"])
+
+
+def test_blog_numbers_are_the_seed_copy():
+    blog = helpers.blog_numbers().set_index("id")
+    assert blog.loc["full.slowdown", "blog_value"] == "3.59"
+    assert blog.loc["baseline.tps_kv", "blog_value"] == ""  # the post gives none

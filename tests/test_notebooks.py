@@ -1,0 +1,48 @@
+"""The chapters' sources and generated notebooks agree, and each carries the current setup cell."""
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+import sync_notebooks  # noqa: E402
+
+CHAPTERS = ["01_setup", "02_add_kernel", "03_rmsnorm_unfusing", "04_matmul_tiles", "05_attention",
+            "06_full_stack", "07_context_sweep", "08_lessons"]
+FIX = "fix with: python tools/sync_notebooks.py"
+
+
+def test_all_eight_chapters_exist_as_pairs():
+    assert [p.stem for p in sync_notebooks.notebook_sources()] == CHAPTERS
+    for name in CHAPTERS:
+        assert (ROOT / "notebooks" / f"{name}.ipynb").exists(), f"{name}.ipynb missing; {FIX}"
+
+
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_ipynb_is_generated_from_py(name):
+    problems = sync_notebooks.pair_differences(ROOT / "notebooks" / f"{name}.py")
+    assert not problems, "\n".join(problems) + f"\n{FIX}"
+
+
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_setup_cell_and_badge_are_current(name):
+    path = ROOT / "notebooks" / f"{name}.py"
+    assert sync_notebooks.synced_source(path) == path.read_text(), f"{name}: setup cell or badge stale; {FIX}"
+    import colab_setup
+
+    assert colab_setup.colab_url(name) in path.read_text()
+
+
+def test_pairing_check_catches_drift(tmp_path):
+    """The check itself can fail: edit a generated notebook and it notices."""
+    import shutil
+
+    import jupytext
+
+    src = ROOT / "notebooks" / "02_add_kernel.py"
+    shutil.copy(src, tmp_path / src.name)
+    nb = jupytext.read(src)
+    nb.cells[-1].source += "\nprint('drift')"
+    jupytext.write(nb, tmp_path / "02_add_kernel.ipynb")
+    assert sync_notebooks.pair_differences(tmp_path / src.name)

@@ -1,0 +1,150 @@
+"""Write the README's generated parts from the committed results; nothing in them is typed by hand.
+
+    python tools/make_readme.py          # rewrite the marked sections of README.md
+    python tools/make_readme.py --check  # exit 1 if README.md is stale (the tests run this)
+
+Sources: figures/h200/results.csv (the committed full H200 run, run times included),
+figures/cpu/runtimes.csv (CPU-mode run times) and data/blog_numbers.csv (the blog's T4 figures).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+import colab_setup  # noqa: E402
+
+README = ROOT / "README.md"
+H200 = ROOT / "figures" / "h200" / "results.csv"
+CPU_RUNTIMES = ROOT / "figures" / "cpu" / "runtimes.csv"
+BLOG = ROOT / "data" / "blog_numbers.csv"
+
+CHAPTERS = {
+    "01_setup": "The question, the model, and the baseline: tokens/s with and without the KV cache, and where the time goes",
+    "02_add_kernel": "A first Triton kernel (vector add) against torch.add: launch overhead versus bandwidth",
+    "03_rmsnorm_unfusing": "RMSNorm fused, then un-fused into two passes on purpose; all 113 swapped into the model",
+    "04_matmul_tiles": "A tiled matmul, a tile-size sweep on the decode shape, and the 197 projections swapped",
+    "05_attention": "Attention three ways: SDPA, PyTorch ops, and a per-head loop of tiny launches",
+    "06_full_stack": "Every custom kernel at once: the slowdown, the launch count, and where the outputs diverge",
+    "07_context_sweep": "Does the slowdown hold from 128 to 1024 prompt tokens? Prefill versus decode",
+    "08_lessons": "What the numbers taught, side by side with the blog's T4, and what to optimise first",
+}
+
+# (id, label): the headline rows of the results table
+HEADLINE = [
+    ("baseline.tps_kv", "Baseline tokens/s (KV cache)"),
+    ("baseline.tps_no_kv", "Baseline tokens/s (no KV cache)"),
+    ("baseline.launches_per_token", "CUDA kernels launched per decoded token"),
+    ("baseline.gpu_busy_ms_per_token", "GPU-busy ms per decoded token"),
+    ("baseline.wall_ms_per_token", "Wall ms per decoded token"),
+    ("add.triton_ms", "Add, Triton (ms)"),
+    ("add.torch_ms", "Add, torch.add (ms)"),
+    ("add.ratio", "Add, Triton / torch"),
+    ("rmsnorm.two_pass_ratio", "RMSNorm two-pass / PyTorch (512 rows)"),
+    ("rmsnorm.tps_original", "Tokens/s before the RMSNorm swap"),
+    ("rmsnorm.tps_custom", "Tokens/s with 113 two-pass RMSNorms"),
+    ("matmul.max_err", "Matmul max fp16 error"),
+    ("matmul.torch_ms", "Matmul at the model shape, PyTorch (ms)"),
+    ("matmul.triton_ms", "Matmul at the model shape, Triton 64x64x32 (ms)"),
+    ("matmul.tps_attention_proj", "Tokens/s with 112 attention projections swapped"),
+    ("matmul.tps_all_proj_rmsnorm", "Tokens/s with 197 projections + RMSNorm swapped"),
+    ("attention.sdpa_ms", "Attention, SDPA (ms, blog's shape)"),
+    ("attention.torch_ops_ms", "Attention, PyTorch ops (ms)"),
+    ("attention.slow_ms", "Attention, per-head Triton loop (ms)"),
+    ("full.tps_original", "Full stack: original tokens/s (512 new)"),
+    ("full.tps_custom", "Full stack: all-custom tokens/s"),
+    ("full.slowdown", "Full stack: slowdown"),
+    ("full.launches_per_token_custom", "Full stack: launches per token (custom)"),
+]
+
+
+def _read(path: Path) -> dict:
+    if not path.exists():
+        return {}
+    with open(path, newline="") as f:
+        rows = csv.DictReader(line for line in f if not line.startswith("#"))
+        return {r["id"]: r for r in rows}
+
+
+def _fmt(value: str) -> str:
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        return value or "-"
+    if x != x:
+        return "-"
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}" if abs(x) >= 0.01 else f"{x:.2g}"
+
+
+def chapters_table() -> str:
+    h200, cpu, blog = _read(H200), _read(CPU_RUNTIMES), _read(BLOG)
+    # Rough T4 estimate: the H200 time scaled by how much slower the blog's T4 generated tokens.
+    factor = None
+    if "full.tps_original" in h200 and blog.get("full.tps_original", {}).get("blog_value"):
+        factor = float(h200["full.tps_original"]["value"]) / float(blog["full.tps_original"]["blog_value"])
+    lines = ["| chapter | what it shows | open | H200 (measured) | CPU mode (measured) | T4 (estimate) |",
+             "|---|---|---|---|---|---|"]
+    for name, what in CHAPTERS.items():
+        key = f"runtime.{name}_s"
+        t_h200 = float(h200[key]["value"]) if key in h200 else None
+        t_cpu = float(cpu[key]["value"]) if key in cpu else None
+        t_t4 = t_h200 * factor if (t_h200 and factor) else None
+        cell = lambda t: f"{t / 60:.1f} min" if t else "-"  # noqa: E731
+        lines.append(f"| [{name}](notebooks/{name}.ipynb) | {what} | {colab_setup.badge(name)} | "
+                     f"{cell(t_h200)} | {cell(t_cpu)} | {cell(t_t4)} |")
+    note = ("T4 estimate = H200 time x (H200 / blog's T4 tokens/s of the original model"
+            + (f", {factor:.1f}x" if factor else "") + "): a rough guide, not a measurement.")
+    return "\n".join(lines) + "\n\n" + note
+
+
+def results_table() -> str:
+    h200, blog = _read(H200), _read(BLOG)
+    if not h200:
+        return "_No H200 run is committed yet: run `python tools/run_series.py --write-outputs` on an H200._"
+    any_row = next(iter(h200.values()))
+    head = (f"H200 run: {any_row.get('gpu', '?')}, {any_row.get('mode', '?')} mode, torch {any_row.get('torch', '?')}, "
+            f"triton {any_row.get('triton', '?')}, transformers {any_row.get('transformers', '?')}; "
+            f"model: {any_row.get('model', '?')}.")
+    lines = [head, "", "| result | H200 (this repo) | blog's T4 | unit |", "|---|---|---|---|"]
+    for rid, label in HEADLINE:
+        if rid not in h200 and rid not in blog:
+            continue
+        unit = (h200.get(rid) or blog.get(rid))["unit"]
+        lines.append(f"| {label} | {_fmt(h200.get(rid, {}).get('value', ''))} | "
+                     f"{_fmt(blog.get(rid, {}).get('blog_value', ''))} | {unit} |")
+    return "\n".join(lines)
+
+
+SECTIONS = {"chapters": chapters_table, "results": results_table}
+
+
+def render(text: str) -> str:
+    for name, make in SECTIONS.items():
+        pattern = re.compile(rf"(<!-- {name}:start -->).*?(<!-- {name}:end -->)", re.S)
+        if not pattern.search(text):
+            raise SystemExit(f"README.md lacks the markers <!-- {name}:start --> ... <!-- {name}:end -->")
+        text = pattern.sub(lambda m: f"{m.group(1)}\n{make()}\n{m.group(2)}", text)
+    return text
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--check", action="store_true")
+    args = parser.parse_args()
+    text = README.read_text()
+    new = render(text)
+    if args.check:
+        if new != text:
+            print("README.md is stale: run python tools/make_readme.py")
+            return 1
+        return 0
+    README.write_text(new)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

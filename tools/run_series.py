@@ -1,0 +1,75 @@
+"""Run the whole series, in order, on whatever hardware is here.
+
+    python tools/run_series.py                  # all eight chapters
+    python tools/run_series.py --only 05 06     # some of them
+    python tools/run_series.py --write-outputs  # also store the outputs in notebooks/*.ipynb
+
+Full size on a GPU, CPU mode (Triton's interpreter, a tiny model) otherwise; SLOWER_MODE=quick or
+SLOWER_MODE=cpu force the other modes. Each chapter runs under nbmake, as the tests do. Figures and
+results go to figures/<slug>/, each chapter's wall time is recorded as runtime.<chapter>_s, and the
+run ends with the summary table of chapter 8. The first failing chapter stops the run, with its name
+and error. The committed .ipynb files are only rewritten with --write-outputs.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+NOTEBOOKS = ROOT / "notebooks"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", nargs="*", default=None, help="chapter numbers or names to run (default: all)")
+    parser.add_argument("--write-outputs", action="store_true", help="store outputs in notebooks/*.ipynb")
+    parser.add_argument("--cell-timeout", type=int, default=3600, help="seconds one cell may take")
+    args = parser.parse_args()
+
+    import colab_setup
+
+    colab_setup.prepare(ROOT / "requirements-test.txt")  # nbmake, jupytext, ... where missing
+    import helpers  # after the installs; settles the mode for this process and the chapters
+    from tqdm.auto import tqdm
+
+    chapters = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    if args.only:
+        chapters = [c for c in chapters if any(c.stem.startswith(o) or c.stem == o for o in args.only)]
+        if not chapters:
+            parser.error(f"no chapter matches {args.only}")
+    helpers.show_env()
+    print(f"results and figures go to {helpers.RESULTS_DIR.relative_to(ROOT)}/")
+    env = dict(os.environ, SLOWER_MODE=helpers.MODE)
+    bar = tqdm(chapters, desc="series", unit="chapter")
+    for nb in bar:
+        bar.set_postfix_str(nb.stem)
+        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbmake",
+               f"--nbmake-timeout={args.cell_timeout}", str(nb.relative_to(ROOT))]
+        if args.write_outputs:
+            cmd.append("--overwrite")
+        start = time.perf_counter()
+        done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+        seconds = time.perf_counter() - start
+        if done.returncode != 0:
+            bar.close()
+            print(f"\nFAILED: {nb.stem} after {seconds:.0f} s\n{done.stdout[-6000:]}\n{done.stderr[-2000:]}")
+            return 1
+        helpers.record(f"runtime.{nb.stem}_s", seconds, "s", note=f"{helpers.MODE} mode, nbmake")
+        tqdm.write(f"{nb.stem}: {seconds:.0f} s")
+    bar.close()
+    runtimes = helpers.results()
+    runtimes = runtimes[runtimes["id"].str.startswith("runtime.")]
+    runtimes[["id", "value", "unit", "gpu", "mode", "time"]].to_csv(helpers.RESULTS_DIR / "runtimes.csv", index=False)
+    print("\nSummary (yours beside the committed H200 run and the blog's T4 numbers):")
+    with __import__("pandas").option_context("display.width", 160, "display.max_rows", 500):
+        print(helpers.summary_table().to_string(index=False))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
