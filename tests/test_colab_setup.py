@@ -33,7 +33,7 @@ def test_setup_cell_fetches_the_repository_when_absent(local_remote, tmp_path):
     runtime = tmp_path / "content"  # Colab's working directory, with nothing in it
     runtime.mkdir()
     script = colab_setup.SETUP_CELL + "\nimport helpers, kernels\nprint('ROOT', ROOT)\nprint('MODE', helpers.MODE)\n"
-    env = dict(os.environ, SLOWER_REPO_URL=str(local_remote), SLOWER_MODE="cpu", PYTHONPATH="")
+    env = dict(os.environ, SLOWER_REPO_URL=str(local_remote), SLOWER_MODE="cpu")
     done = subprocess.run([sys.executable, "-c", script], cwd=runtime, env=env, capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stderr

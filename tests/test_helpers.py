@@ -207,8 +207,10 @@ def test_load_model_from_a_local_checkpoint_uses_from_pretrained(tiny, tmp_path,
                         lambda *a, **k: calls.append(a[0]) or real(*a, **k))
     model, tokenizer, desc = helpers.load_model(str(tmp_path))
     assert calls == [str(tmp_path)] and "local checkpoint" in desc and tokenizer is None
-    ids = helpers.make_prompt(5, vocab_size=tiny.config.vocab_size)
-    assert torch.equal(logits(model, ids), logits(tiny, ids))
+    loaded, saved = model.state_dict(), tiny.state_dict()
+    assert loaded.keys() == saved.keys() and all(torch.equal(loaded[k], saved[k]) for k in saved)
+    ids = helpers.make_prompt(5, vocab_size=tiny.config.vocab_size)  # kernels may differ in the last bit
+    torch.testing.assert_close(logits(model, ids), logits(tiny, ids), **MODEL_TOL[helpers.DTYPE])
 
 
 def test_load_model_falls_back_when_the_hub_is_unreachable(monkeypatch, capsys):

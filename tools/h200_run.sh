@@ -7,7 +7,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-build/out}; mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$HOME/site" .whl/*.whl || exit 1
+[ -d "$HOME/site/nbmake" ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
+  --target "$HOME/site" .whl/*.whl || exit 1
 export PYTHONPATH=$HOME/site:${PYTHONPATH:-} PATH=$HOME/site/bin:$PATH JUPYTER_PATH=$HOME/site/share/jupyter
 python3 -m ipykernel install --prefix "$HOME/site" --name python3 >/dev/null
 export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1

@@ -115,11 +115,30 @@ def results_table() -> str:
             continue
         unit = (h200.get(rid) or blog.get(rid))["unit"]
         lines.append(f"| {label} | {_fmt(h200.get(rid, {}).get('value', ''))} | "
-                     f"{_fmt(blog.get(rid, {}).get('blog_value', ''))} | {unit} |")
+                     f"{blog.get(rid, {}).get('blog_value') or '-'} | {unit} |")  # the blog's figures as printed
+    ran = [name for name in CHAPTERS if f"runtime.{name}_s" in h200]
+    if len(ran) < len(CHAPTERS):
+        lines += ["", f"The committed H200 run covers {', '.join(ran) or 'no chapter'} so far; a dash marks a "
+                      "result it does not hold yet."]
     return "\n".join(lines)
 
 
-SECTIONS = {"chapters": chapters_table, "results": results_table}
+# (file in figures/h200/, caption): the figures that tell the story, shown once the H200 run has made them
+FIGURES = [
+    ("full_stack_time_per_token.png", "Where a decoded token's time goes, original against all-custom (chapter 6)"),
+    ("lessons_launch_budget.png", "Launches per token against tokens/s across every configuration (chapter 8)"),
+    ("context_sweep.png", "The slowdown as the prompt grows from 128 to 1024 tokens (chapter 7)"),
+]
+
+
+def figures_section() -> str:
+    present = [(f, c) for f, c in FIGURES if (H200.parent / f).exists()]
+    if not present:
+        return "_The figures appear here once a full H200 run of the series is committed._"
+    return "\n\n".join(f"**{c}**\n\n![{c}](figures/h200/{f})" for f, c in present)
+
+
+SECTIONS = {"chapters": chapters_table, "results": results_table, "figures": figures_section}
 
 
 def render(text: str) -> str:

@@ -67,7 +67,7 @@ def main() -> int:
     runtimes[["id", "value", "unit", "gpu", "mode", "time"]].to_csv(helpers.RESULTS_DIR / "runtimes.csv", index=False)
     print("\nSummary (yours beside the committed H200 run and the blog's T4 numbers):")
     with __import__("pandas").option_context("display.width", 160, "display.max_rows", 500):
-        print(helpers.summary_table().to_string(index=False))
+        print(helpers.summary_table().to_string(index=False, float_format=lambda x: f"{x:.4g}"))
     return 0
 
 

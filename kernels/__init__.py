@@ -1,0 +1,44 @@
+"""Triton kernels for Qwen3-0.6B, written to be read (and made slower on purpose).
+
+Without a CUDA GPU the kernels run in Triton's interpreter (numpy on the CPU): TRITON_INTERPRET=1
+must be set before any @triton.jit function is defined, so it is set here, before the kernel
+modules are imported. Import ``kernels`` before defining Triton kernels of your own.
+"""
+
+import os
+
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import triton  # noqa: E402  (after TRITON_INTERPRET is settled)
+
+INTERPRET: bool = bool(triton.knobs.runtime.interpret)  # True when kernels run in the interpreter
+
+from .add import add  # noqa: E402
+from .attention import attention_slow, attention_torch_ops  # noqa: E402
+from .configs import DEFAULT_TILE, TILE_CONFIGS, TileConfig  # noqa: E402
+from .launches import count_launches  # noqa: E402
+from .matmul import linear, matmul  # noqa: E402
+from .modules import TritonLinear, TritonRMSNorm  # noqa: E402
+from .rmsnorm import rmsnorm_fused, rmsnorm_two_pass  # noqa: E402
+from .softmax import softmax  # noqa: E402
+
+__all__ = [
+    "INTERPRET",
+    "TileConfig",
+    "TILE_CONFIGS",
+    "DEFAULT_TILE",
+    "add",
+    "rmsnorm_fused",
+    "rmsnorm_two_pass",
+    "matmul",
+    "linear",
+    "softmax",
+    "attention_torch_ops",
+    "attention_slow",
+    "count_launches",
+    "TritonRMSNorm",
+    "TritonLinear",
+]

@@ -1,0 +1,29 @@
+"""Shared pytest setup.
+
+# --- kernels tests (tests/test_kernels.py, tests/test_compile.py) -------------------------------
+Without CUDA, Triton kernels run in the interpreter, which must be switched on before any
+@triton.jit function is defined (``import kernels`` does the same).
+"""
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # `pytest` (not only `python -m pytest`) finds kernels/ and helpers.py
+    sys.path.insert(0, str(ROOT))
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+@pytest.fixture(scope="session")
+def device() -> torch.device:
+    """Where the kernels run: the GPU, else the CPU through Triton's interpreter."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+# --- end of kernels tests' setup -----------------------------------------------------------------
