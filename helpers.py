@@ -191,6 +191,12 @@ def show_env() -> dict:
 
 
 # --- Presentation -------------------------------------------------------------------------------
+def versus(a: float, b: float) -> str:
+    """How time ``a`` compares with time ``b``: '1.23x slower', '12x faster', whichever way it went."""
+    r = a / b if a > b else b / a
+    return (f"{r:.0f}x" if r >= 10 else f"{r:.2f}x") + (" slower" if a > b else " faster")
+
+
 def md(text: str) -> None:
     """Markdown in a notebook, plain text elsewhere."""
     if IN_NOTEBOOK:
@@ -483,6 +489,11 @@ class DecodeProfile:
     tokens_profiled: int
     note: str = ""
 
+    @property
+    def launches(self) -> float:
+        """Every CUDA kernel per token on a GPU; our own kernels only, where no GPU was profiled."""
+        return self.launches_per_token if self.launches_per_token is not None else self.project_launches_per_token
+
 
 def _device_kernels(prof) -> list:
     """The device-side kernel events of a torch.profiler run (copies and memsets left out)."""
@@ -668,6 +679,17 @@ def blog_numbers():
     return pd.read_csv(ROOT / "data" / "blog_numbers.csv", dtype=str, keep_default_na=False, comment="#")
 
 
+def blog(id: str):
+    """The blog's T4 figure for ``id``: a float, the post's text where it is a range, None where it gives none."""
+    value = blog_numbers().set_index("id").loc[id, "blog_value"]
+    if value == "":
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return value
+
+
 def compare(ids=None):
     """Your value, the committed H200 value and the blog's T4 value, side by side.
 
@@ -676,12 +698,14 @@ def compare(ids=None):
     import pandas as pd
 
     yours = results()[["id", "value", "unit"]].rename(columns={"value": "yours"})
-    h200 = results(ROOT / "figures" / "h200" / "results.csv")[["id", "value"]].rename(columns={"value": "h200"})
+    h200 = results(ROOT / "figures" / "h200" / "results.csv")[["id", "value", "unit"]].rename(
+        columns={"value": "h200", "unit": "h200_unit"})
     blog = blog_numbers()[["id", "blog_value", "unit"]].rename(columns={"blog_value": "blog_t4",
                                                                        "unit": "blog_unit"})
     table = yours.merge(h200, on="id", how="outer").merge(blog, on="id", how="outer")
-    table["unit"] = table["unit"].where(table["unit"].notna() & (table["unit"] != ""), table["blog_unit"])
-    table = table.drop(columns="blog_unit")
+    for other in ("h200_unit", "blog_unit"):  # yours first, then the H200 run's, then the blog's
+        table["unit"] = table["unit"].where(table["unit"].notna() & (table["unit"] != ""), table[other])
+    table = table.drop(columns=["h200_unit", "blog_unit"])
     if isinstance(ids, str):
         table = table[table["id"].str.startswith(ids)]
     elif ids is not None:

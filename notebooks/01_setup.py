@@ -128,7 +128,7 @@ helpers.md(
 # over the whole prompt that comes before the first new token.
 #
 # One caution before any number: at batch size 1 the speed depends on the host CPU as much as on the GPU,
-# and the same model on the same GPU can run a third faster or slower from one machine, or one minute, to
+# so the same model on the same GPU can run at quite different speeds from one machine, or one minute, to
 # the next. So the series compares configurations measured in the same run, as ratios, and shows the
 # spread between repeats.
 
@@ -158,7 +158,7 @@ print(f"{with_cache.tokens_per_s:.2f} tokens/s (spread {with_cache.spread_pct:.1
 #
 # Two stories predict different outcomes. If the GPU were busy doing arithmetic the whole time, the
 # uncached run would be slower roughly in proportion to those totals. But at batch size 1 each step is
-# made of hundreds of small kernels, and if launching them is what takes the time, a step over 100
+# made of hundreds of small kernels or more, and if launching them is what takes the time, a step over 100
 # positions costs little more than a step over one. We measure to find out which story your hardware
 # tells.
 
@@ -187,9 +187,10 @@ print(f"same greedy tokens in both runs: {same} of {n}")
 kv_ratio = with_cache.tokens_per_s / without_cache.tokens_per_s  # above 1: the cache helped
 work_ratio = positions_uncached / positions_cached
 if kv_ratio >= 2:
-    story = ("recomputing the whole history at every step is a cost this hardware clearly feels, though "
-             f"still far less than the {work_ratio:.0f}x in positions: part of each step's time does not "
-             "grow with the sequence")
+    story = ("recomputing the whole history at every step is a cost this hardware clearly feels"
+             + (f", though still far less than the {work_ratio:.0f}x in positions: part of each step's time "
+                "does not grow with the sequence" if kv_ratio < work_ratio / 2 else
+                f", roughly in line with the {work_ratio:.0f}x in positions: here the arithmetic sets the pace"))
 elif kv_ratio > 1.1:
     story = ("the uncached run is slower, but by far less than the extra positions suggest: most of each "
              "step's time does not grow with the sequence length")
@@ -226,8 +227,9 @@ helpers.md(
 #
 # If the GPU-busy time is much smaller than the wall time, the GPU sits idle most of the time, waiting
 # for the CPU to launch the next kernel. That is what we expect at batch size 1: each layer is dozens of
-# kernels, every launch costs several microseconds of host work, and each kernel moves at most a few
-# megabytes, which a modern GPU does in a few microseconds.
+# kernels, every launch costs several microseconds of host work, and most kernels move at most a few
+# megabytes, which a modern GPU does in a few microseconds. (The exception is `lm_head`, which reads its
+# whole 151,936 x 1,024 weight, about 311 MB in fp16, once per token.)
 
 # %%
 prof = helpers.profile_decode(model, sizes.prompt_len, sizes.new_tokens, tokenizer=tokenizer)
@@ -262,10 +264,11 @@ if prof.gpu_busy_ms_per_token is None:
     )
 else:
     busy, wall, launches = prof.gpu_busy_ms_per_token, prof.wall_ms_per_token, prof.launches_per_token
-    idle = 1 - busy / wall
+    idle = prof.gpu_idle_fraction  # 1 - busy / wall, floored at 0 (the two come from separate runs)
     helpers.md(
-        f"Each token took **{wall:.2f} ms** of wall time, during which the GPU was busy for only "
-        f"**{busy:.2f} ms**: it sat idle **{100 * idle:.0f}%** of the time. The model launched "
+        f"Each token took **{wall:.2f} ms** of wall time, during which the GPU was busy for "
+        f"{'only ' if idle > 0.5 else ''}**{busy:.2f} ms**: it sat idle **{100 * idle:.0f}%** of the time. "
+        f"The model launched "
         f"**{launches:.0f} kernels** per token: one every {1000 * wall / launches:.1f} µs of wall time, while "
         f"the average kernel ran for {1000 * busy / launches:.1f} µs. "
         + ("So the token's time is set by how fast Python and PyTorch can launch kernels, not by the GPU's "
@@ -338,8 +341,8 @@ helpers.show(helpers.compare("baseline"))
 #   plus a final norm and `lm_head`. Those are the modules the next chapters replace.
 # - tokens/s is only comparable with greedy decoding, a fixed prompt and a fixed number of new tokens,
 #   after a warm-up.
-# - At batch size 1, a token is hundreds of small kernel launches. Compare launches, GPU-busy time and
-#   wall time before reading anything into tokens/s: they say whether a change will cost through extra
-#   bytes or through extra launches.
+# - At batch size 1, a token is a long chain of small kernel launches (the profile above counted them).
+#   Compare launches, GPU-busy time and wall time before reading anything into tokens/s: they say whether
+#   a change will cost through extra bytes or through extra launches.
 #
 # Next, in chapter 2, we write our first Triton kernel and time it against PyTorch's own.

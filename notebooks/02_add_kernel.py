@@ -183,10 +183,15 @@ if nominal:
     text += (f"The memory floor for these bytes is {moved / (nominal * 1e9) * 1e3:.4f} ms, so PyTorch's "
              f"time is {torch_ms / (moved / (nominal * 1e9) * 1e3):.1f}x the floor and ours "
              f"{triton_ms / (moved / (nominal * 1e9) * 1e3):.1f}x. ")
-text += ("The blog measured 0.084 ms against 0.046 ms on a T4 (1.81x slower), without saying at which size. "
+BLOG_RATIO = helpers.blog("add.ratio")  # the post's stated ratio; its rounded times give a slightly different one
+blog_triton, blog_torch = helpers.blog("add.triton_ms"), helpers.blog("add.torch_ms")
+text += (f"The blog measured {blog_triton} ms against {blog_torch} ms on a T4 and called it {BLOG_RATIO}x slower "
+         f"(its rounded times give {blog_triton / blog_torch:.2f}x), without saying at which size. "
          + ("In CPU mode this compares Triton's interpreter with PyTorch's compiled CPU code, so only the "
             "method carries over, not the ratio." if helpers.MODE == "cpu" else
-            "Your run shows the same direction, by a similar margin." if ratio > 1.4 else
+            "Your run shows the same direction, by a larger margin." if ratio > 1.3 * BLOG_RATIO else
+            "Your run shows the same direction, by a similar margin." if ratio > BLOG_RATIO / 1.3 else
+            "Your run shows the same direction, by a smaller margin." if ratio > 1.1 else
             "Your run shows the same direction, by a much smaller margin: on this GPU the two kernels take "
             "almost the same time." if ratio > 1 else
             "Your run tells a different story from the blog's: here the Triton kernel was not slower."))
@@ -226,7 +231,7 @@ if prof_triton.gpu_busy_ms is None:
     helpers.md("In CPU mode there is no GPU time to separate from host time: the whole call is interpreter "
                "work. A GPU run of this cell shows the split.")
 else:
-    gpu_ratio = prof_triton.gpu_busy_ms / prof_torch.gpu_busy_ms
+    gpu_ratio = prof_triton.gpu_busy_ms / max(prof_torch.gpu_busy_ms, 1e-9)  # guard: a missed profiler event
     helpers.md(
         f"On the GPU the two kernels ran for {prof_triton.gpu_busy_ms * 1e3:.1f} µs (ours) and "
         f"{prof_torch.gpu_busy_ms * 1e3:.1f} µs (PyTorch's), a ratio of {gpu_ratio:.2f}. By the clock, one "
@@ -234,7 +239,8 @@ else:
         + ("Most of each call is host work around the kernel, not the kernel itself: "
            if prof_triton.wall_ms > 2 * prof_triton.gpu_busy_ms else
            "At this size the kernel itself is a large part of each call: ")
-        + "keep this split in mind, because a model at batch size 1 is made of hundreds of such small calls."
+        + "keep this split in mind, because a model at batch size 1 launches a long chain of such small "
+        "kernels for every token (chapter 1 counted them)."
     )
 
 # %% [markdown]
@@ -304,8 +310,12 @@ if nominal:
              f"{last['torch_GB_s']:.0f} GB/s, {100 * last['triton_GB_s'] / nominal:.0f}% and "
              f"{100 * last['torch_GB_s'] / nominal:.0f}% of the nominal {nominal} GB/s: "
              + ("both are close to what the memory can give, so there is little left to lose or win."
+                if min(last["torch_GB_s"], last["triton_GB_s"]) > 0.5 * nominal else
+                "PyTorch's is close to what the memory can give, ours is not yet."
                 if last["torch_GB_s"] > 0.5 * nominal else
-                "still well below the memory's limit, so larger sizes would keep climbing."))
+                "ours is close to what the memory can give, PyTorch's is not yet."
+                if last["triton_GB_s"] > 0.5 * nominal else
+                "both are still well below the memory's limit, so larger sizes might keep climbing."))
 else:
     text += ("In CPU mode the 'bandwidth' is the interpreter's speed, not a memory's: read the shape of the "
              "curves, not their values.")

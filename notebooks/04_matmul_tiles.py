@@ -35,7 +35,7 @@
 # 2. multiply them with `tl.dot` and add the result to the **accumulator**, a `BLOCK_M x BLOCK_N` tile
 #    kept in fp32 in registers so that a thousand additions do not lose precision;
 # 3. move both pointers on by `BLOCK_K` and repeat until $K$ is exhausted (**the K loop**);
-# 4. cast the accumulator to fp16 and write the tile once.
+# 4. cast the accumulator to the output dtype (fp16 on a GPU) and write the tile once.
 #
 # Every element of $A$ that a program loads is used `BLOCK_N` times, every element of $B$ `BLOCK_M`
 # times: bigger tiles mean more reuse and fewer bytes from memory, as long as the tile is actually full.
@@ -129,8 +129,8 @@ helpers.md(
     f"where one step of {str(DTYPE)[6:]} is {ulp:.3g}: "
     + ("the two results are identical, bit for bit. " if max_err == 0 else
        f"{max_err / ulp:.1f} steps, a disagreement in rounding order and nothing more. ")
-    + "The blog reported a maximum fp16 error of 0.03125 on its T4, on a shape it does not state; at outputs "
-    "between 32 and 64 that is one fp16 step."
+    + f"The blog reported a maximum fp16 error of {helpers.blog('matmul.max_err')} on its T4, on a shape it "
+    "does not state; at outputs between 32 and 64 that is one fp16 step."
 )
 
 # %% [markdown]
@@ -181,9 +181,7 @@ helpers.record("matmul.decode_triton_ms", decode_row["triton_ms"], "ms",
 helpers.show(timings.round(4))
 
 # %%
-def versus(a_ms, b_ms):
-    """'1.23x slower' or '1.23x faster': how a compares with b."""
-    return f"{a_ms / b_ms:.2f}x slower" if a_ms > b_ms else f"{b_ms / a_ms:.2f}x faster"
+versus = helpers.versus  # "1.23x slower" / "1.23x faster", from two times
 
 
 helpers.md(
@@ -192,7 +190,9 @@ helpers.md(
     f"At the decode shape, {decode_row['triton_ms']:.4f} against {decode_row['torch_ms']:.4f} ms: "
     f"{versus(decode_row['triton_ms'], decode_row['torch_ms'])}, with our kernel reading the weights at "
     f"{decode_row['triton GB/s']:.3g} GB/s against PyTorch's {decode_row['torch GB/s']:.3g} GB/s. "
-    "The blog measured 0.229 ms against PyTorch's 0.106 ms (2.16x slower) at a 'model-shaped input' on a T4, "
+    f"The blog measured {helpers.blog('matmul.triton_ms')} ms against PyTorch's {helpers.blog('matmul.torch_ms')} "
+    f"ms ({helpers.blog('matmul.triton_ms') / helpers.blog('matmul.torch_ms'):.2f}x slower) at a 'model-shaped "
+    "input' on a T4, "
     "with 64 x 64 tiles and BLOCK_K 32, the default tile here."
 )
 
@@ -235,7 +235,8 @@ helpers.show(tiles.round(4))
 
 # %%
 fig, ax = plt.subplots(figsize=(9, 4.5))
-colors = {bm: c for bm, c in zip(sorted(tiles["block_m"].unique()), plt.cm.viridis([0.1, 0.4, 0.65, 0.9]))}
+block_ms = sorted(tiles["block_m"].unique())
+colors = {bm: plt.cm.viridis(0.1 + 0.8 * i / max(1, len(block_ms) - 1)) for i, bm in enumerate(block_ms)}
 ax.barh(tiles["tile"], tiles["ms"], color=[colors[bm] for bm in tiles["block_m"]])
 ax.axvline(decode_torch_ms, color="crimson", ls="--", label=f"PyTorch: {decode_torch_ms:.4f} ms")
 for bm, c in colors.items():
@@ -287,8 +288,10 @@ else:
 if sms:
     text += (f"This GPU has {sms} multiprocessors, and the default tile's grid has {int(default['programs'])} "
              "programs" + (": part of the GPU sits idle. " if default["programs"] < sms else ". "))
-text += (f"Even the best tile is {versus(best['ms'], decode_torch_ms)} than PyTorch at this shape. "
-         "The blog's own table of this sweep did not survive in its text.")
+text += (f"The best tile is {versus(best['ms'], decode_torch_ms)} than PyTorch at this shape"
+         + (", so no tile choice closes the gap. " if best["ms"] > decode_torch_ms else
+            ": a well-chosen tile is enough to beat PyTorch here. ")
+         + "The blog's own table of this sweep did not survive in its text.")
 helpers.md(text)
 
 # %% [markdown]
@@ -342,9 +345,9 @@ elif widgets is None:
 #
 # Now the kernel goes into the model, in three steps, each measured for tokens/s and launches per token:
 #
-# 1. the **112 attention projections** (q, k, v, o in each of 28 layers);
-# 2. the **84 MLP projections** as well (gate, up, down);
-# 3. **`lm_head`** and all **113 RMSNorms** (two-pass, from chapter 3) on top.
+# 1. the **attention projections**, q, k, v, o in each layer (112 in the full-size model's 28 layers);
+# 2. the **MLP projections** as well, gate, up, down (84 in the full-size model);
+# 3. **`lm_head`** and all the **RMSNorms** (113 in the full-size model; two-pass, from chapter 3) on top.
 #
 # All use the default tile, 64 x 64 x 32, as the blog did. Predict first: each replaced linear layer is
 # still one launch per token (PyTorch's is one cuBLAS kernel, ours one Triton kernel), so the number of
@@ -444,24 +447,30 @@ text = (
        "mean something in this run. ")
 )
 launches = steps_df["launches per token"]
+B = helpers.blog  # the blog's T4 figures, by result id
 if launches.notna().all():
     text += (f"Launches per token went {' -> '.join(f'{v:.0f}' for v in launches)}: "
-             + ("almost unchanged by the projection swaps, as predicted, so the slowdown there comes from what "
-                "each launch costs (host time and kernel time), not from their number. "
+             + ("almost unchanged by the projection swaps, as predicted, so any change of speed there comes "
+                "from what each launch costs (host time and kernel time), not from their number. "
                 if abs(launches[2] - launches[0]) < 0.1 * launches[0] else
                 "the projection swaps changed the count noticeably. "))
 text += (
-    "The blog's T4 figures for the same steps: 23 -> 17 tokens/s for the attention projections (rounded in "
-    "the post, about 1.35x), 1.41x slower with the MLP projections too, and 23.67 -> 17.84 tokens/s (1.33x) "
+    f"The blog's T4 figures for the same steps: {B('matmul.tps_original'):g} -> {B('matmul.tps_attention_proj'):g} "
+    f"tokens/s for the attention projections (rounded in the post, about "
+    f"{B('matmul.tps_original') / B('matmul.tps_attention_proj'):.2f}x), {B('matmul.attention_mlp_slowdown')}x "
+    f"slower with the MLP projections too, and {B('matmul.tps_all_proj_rmsnorm_original')} -> "
+    f"{B('matmul.tps_all_proj_rmsnorm')} tokens/s ({B('matmul.tps_all_proj_rmsnorm_original') / B('matmul.tps_all_proj_rmsnorm'):.2f}x) "
     "with everything including RMSNorm. Note the inconsistency in the post: adding lm_head and the RMSNorms "
-    "made its model *less* slow than the projections alone (1.33x after 1.41x), which more slow modules "
+    f"made its model *less* slow than the projections alone ({B('matmul.tps_all_proj_rmsnorm_original') / B('matmul.tps_all_proj_rmsnorm'):.2f}x "
+    f"after {B('matmul.attention_mlp_slowdown')}x), which more slow modules "
     "should not do; the two figures probably come from separate runs with their own originals. "
-    + ("In your run the last step is slower than the one before it, as it should be."
+    + ("In your run the last step is slower than the one before it, as adding more of our kernels suggests."
        if everything < attn_mlp else
        "In your run, too, the last step is not slower than the one before it"
        + (f", a difference inside this run's {100 * drift:.0f}% drift."
           if abs(everything / attn_mlp - 1) < drift else
-          ": a real effect, worth a second run before reading anything into it."))
+          ": larger than this run's drift, so worth a second run before reading anything into it (chapter "
+          "3 measured what the two-pass RMSNorm alone does to this machine's tokens/s)."))
 )
 helpers.md(text)
 
@@ -479,7 +488,8 @@ helpers.show(helpers.compare("matmul."))
 #   the shape and the GPU, and the timings above are your hardware's answer.
 # - The tile shape changes the time of the very same computation: at one row, most of a tall tile is
 #   padding, and the grid's number of programs decides how much of the GPU takes part.
-# - In the model, one Triton launch replaces one cuBLAS launch, so the launch count hardly moves; what
-#   each launch costs is what changes.
+# - In the model, each projection is one launch before the swap and one after, so the count of launches
+#   is not where a projection swap can cost; what each launch costs is, and the launch table above shows
+#   how the counts came out on your machine.
 #
 # Next, in chapter 5, attention itself.

@@ -41,12 +41,13 @@
 #
 # **Grouped-query attention (GQA).** Qwen3-0.6B has 16 query heads but only 8 key/value heads, each of
 # head dimension 128. Query heads $0, 1$ both read KV head 0, heads $2, 3$ read KV head 1, and so on:
-# query head $h$ uses KV head $h \,/\!/\, 2$. That halves the KV cache without halving the number of
-# things the model can attend to. The blog's benchmark shape has 16 KV heads of dimension 64 (no sharing).
+# query head $h$ uses KV head $h \,/\!/\, 2$. That halves the KV cache (and the bytes read per step)
+# while keeping 16 different attention patterns, one per query head. The blog's benchmark shape has 16 KV heads of dimension 64 (no sharing).
 #
 # **Count the bytes.** At decode time each KV head's keys and values are read once: $2 \cdot T \cdot D$
-# numbers. The arithmetic is tiny in comparison: $4 \cdot T \cdot D$ floating-point operations per query
-# head. The cell below computes both for the two shapes this chapter uses.
+# numbers. The arithmetic is $4 \cdot T \cdot D$ floating-point operations per query head: one or two
+# operations per number read, far less than a GPU can do in the time it takes to read a number. The cell
+# below computes both for the two shapes this chapter uses.
 
 # %%
 # Setup: find the repository (or fetch it on a fresh Colab runtime), install what is missing.
@@ -268,8 +269,7 @@ helpers.show(helpers.compare(["attention.sdpa_ms", "attention.torch_ops_ms", "at
 # %%
 def versus(a, b):
     """'3.2x slower than' or '1.4x faster than', computed from two times."""
-    r = a / b if a > b else b / a
-    return (f"{r:.0f}x" if r >= 10 else f"{r:.1f}x") + (" slower than" if a > b else " faster than")
+    return helpers.versus(a, b) + " than"
 
 
 blog_ms = {r.id: float(r.blog_value) for r in helpers.blog_numbers().itertuples()
@@ -340,13 +340,19 @@ if helpers.HAS_GPU:
     busy_gap = cell("blog", "slow", "gpu_busy_ms") - cell("blog", "sdpa", "gpu_busy_ms")
     share = busy_gap / gap_ms if gap_ms > 0 else float("nan")
     host_us = 1e3 * (gap_ms - busy_gap) / extra_launches if extra_launches > 0 else float("nan")
-    verdict = ("launch count, not arithmetic, accounts for most of the gap" if share < 0.5 else
-               "the GPU's own work accounts for most of the gap, so arithmetic and bytes matter here")
+    if not gap_ms > 0:
+        reading = (f"On the blog's shape the slow path was not slower than SDPA here ({gap_ms:+.3f} ms), so "
+                   "there is no gap to split into launching and computing. ")
+    else:
+        verdict = ("launch count, not arithmetic, accounts for most of the gap" if share < 0.5 else
+                   "the GPU's own work accounts for most of the gap, so arithmetic and bytes matter here")
+        reading = (f"On the blog's shape the slow path took **{gap_ms:.3f} ms** longer than SDPA and made "
+                   f"**{extra_launches:.0f}** more launches. The GPU was busy for **{busy_gap:.3f} ms** more "
+                   f"({100 * share:.0f}% of the gap): {verdict}. "
+                   + (f"Spread over the extra launches, the rest comes to about **{host_us:.1f} µs of host time "
+                      "per launch**. " if host_us == host_us and host_us > 0 else ""))
     helpers.md(
-        f"On the blog's shape the slow path took **{gap_ms:.3f} ms** longer than SDPA and made "
-        f"**{extra_launches:.0f}** more launches. The GPU was busy for only **{busy_gap:.3f} ms** more "
-        f"({100 * share:.0f}% of the gap): {verdict}. Spread over the extra launches, the rest comes to "
-        f"about **{host_us:.1f} µs of host time per launch**. Across all six measurements the time per "
+        reading + f"Across all six measurements the time per "
         f"launch ranged from {timing['µs per launch'].min():.1f} to {timing['µs per launch'].max():.1f} µs, "
         f"while the kernels themselves kept the GPU busy {100 * timing['GPU busy share'].min():.0f}% to "
         f"{100 * timing['GPU busy share'].max():.0f}% of each call. Qwen3's shape does "
@@ -399,7 +405,8 @@ helpers.record("attention.modules_replaced", counts["attention"], "modules", "at
 # ### Predict, then measure
 #
 # The microbenchmark already tells us what to expect. Each decoded token runs every attention module
-# once, at a shape close to Qwen3's decode shape above, so each module should cost about what the slow
+# once, at Qwen3's decode shape above (only the number of cached keys differs: the prompt plus the
+# tokens so far, instead of the benchmark's fixed count), so each module should cost about what the slow
 # path cost there instead of what SDPA cost. The cell below turns that into a predicted tokens/s, using
 # only numbers measured so far plus the original model's speed. (The prefill also goes through the slow
 # path, so the prediction is rough.)
@@ -408,7 +415,7 @@ helpers.record("attention.modules_replaced", counts["attention"], "modules", "at
 n_attention = counts["attention"]
 per_token_extra_ms = n_attention * (cell("qwen", "slow") - cell("qwen", "sdpa"))
 original = helpers.measure_tps(model, SIZES.prompt_len, SIZES.new_tokens, tokenizer)
-predicted_tps = 1000 / (1000 / original.tokens_per_s + per_token_extra_ms)
+predicted_tps = 1000 / max(1000 / original.tokens_per_s + per_token_extra_ms, 1e-9)
 print(f"original: {original.tokens_per_s:.2f} tokens/s")
 print(f"prediction: +{per_token_extra_ms:.2f} ms per token from {n_attention} slow attention calls "
       f"-> about {predicted_tps:.2f} tokens/s")
@@ -420,9 +427,8 @@ with helpers.patched(model, attention="slow"):
 profile_original = helpers.profile_decode(model, SIZES.prompt_len, SIZES.new_tokens, tokenizer)
 
 
-def total_launches(p):
-    """Every CUDA kernel per token on a GPU; our kernels only in CPU mode."""
-    return p.launches_per_token if p.launches_per_token is not None else p.project_launches_per_token
+def total_launches(p):  # every CUDA kernel per token on a GPU; our kernels only in CPU mode
+    return p.launches
 
 
 print(f"slow attention: {custom.tokens_per_s:.2f} tokens/s (spread {custom.spread_pct:.1f}%)")
@@ -443,15 +449,16 @@ heads = model.config.num_attention_heads
 helpers.md(
     f"Swapping the computation inside {n_attention} attention modules took the model from "
     f"**{original.tokens_per_s:.2f}** to **{custom.tokens_per_s:.2f} tokens/s**, "
-    f"{'a' if slowdown > 1 else 'an unexpected'} **{slowdown:.2f}x** "
-    f"{'slowdown' if slowdown > 1 else 'speed-up'}. The prediction from the microbenchmark was "
+    + (f"a **{slowdown:.2f}x** slowdown. " if slowdown > 1 else
+       f"an unexpected **{1 / slowdown:.2f}x** speed-up. ")
+    + f"The prediction from the microbenchmark was "
     f"{predicted_tps:.2f} tokens/s, so the real model came out {abs(off_by - 1) * 100:.0f}% "
     f"{'faster' if off_by > 1 else 'slower'} than predicted. The launch count per token went from "
     f"{total_launches(profile_original):.0f} to {total_launches(profile_custom):.0f}; our own kernels account "
-    f"for {profile_custom.project_launches_per_token:.0f} of them, which is {n_attention} modules x {heads} "
-    f"heads x 3 = {n_attention * heads * 3} as counted by hand"
-    + (". " if abs(profile_custom.project_launches_per_token - n_attention * heads * 3) < 1 else
-       " plus a few more. ")
+    f"for {profile_custom.project_launches_per_token:.0f} of them, against {n_attention} modules x {heads} "
+    f"heads x 3 = {n_attention * heads * 3} counted by hand"
+    + (": the count matches. " if abs(profile_custom.project_launches_per_token - n_attention * heads * 3) < 1 else
+       ": the two differ, so something launches more (or fewer) of our kernels than the loop alone. ")
     + "The blog gives no tokens/s for attention alone, only for the full custom stack (next chapter)."
 )
 

@@ -131,17 +131,21 @@ print(f"our launches per token, by hand: 2 x {counts['rmsnorm']} + "
 # ## Measure: tokens per second
 #
 # Both models generate the same number of new tokens from the same prompt, greedily. The original goes
-# first; then the custom stack, in a cell of its own because it is the slow one.
+# first; then the custom stack, in a cell of its own because it is the slow one. Each model gets one
+# short warm-up and then `SIZES.repeats` timed runs, of which we keep the median; the spread between the
+# runs says how much to trust a difference. At full size the custom stack's runs take a few minutes.
 
 # %%
 N = SIZES.new_tokens_full_stack
 original = helpers.measure_tps(model, SIZES.prompt_len, N, tokenizer)
-print(f"original: {original.tokens_per_s:.2f} tokens/s over {N} new tokens (spread {original.spread_pct:.1f}%)")
+print(f"original: {original.tokens_per_s:.2f} tokens/s over {N} new tokens "
+      f"(median of {len(original.times_s)}, spread {original.spread_pct:.1f}%)")
 
 # %%
 with helpers.patched(model, **FULL):
     custom = helpers.measure_tps(model, SIZES.prompt_len, N, tokenizer)
-print(f"custom:   {custom.tokens_per_s:.2f} tokens/s over {N} new tokens (spread {custom.spread_pct:.1f}%)")
+print(f"custom:   {custom.tokens_per_s:.2f} tokens/s over {N} new tokens "
+      f"(median of {len(custom.times_s)}, spread {custom.spread_pct:.1f}%)")
 
 # %% [markdown]
 # ## Where the time goes, per token
@@ -156,9 +160,8 @@ with helpers.patched(model, **FULL):
 profile_original = helpers.profile_decode(model, SIZES.prompt_len, SIZES.new_tokens, tokenizer)
 
 
-def total_launches(p):
-    """Every CUDA kernel per token on a GPU; our kernels only in CPU mode."""
-    return p.launches_per_token if p.launches_per_token is not None else p.project_launches_per_token
+def total_launches(p):  # every CUDA kernel per token on a GPU; our kernels only in CPU mode
+    return p.launches
 
 
 per_token = pd.DataFrame([
@@ -194,7 +197,7 @@ walls = [1000 / original.tokens_per_s, 1000 / custom.tokens_per_s]
 if helpers.HAS_GPU:
     busy = [profile_original.gpu_busy_ms_per_token, profile_custom.gpu_busy_ms_per_token]
     ax.barh(names, busy, color="tab:green", label="GPU busy (kernels running)")
-    ax.barh(names, [w - b for w, b in zip(walls, busy)], left=busy, color="tab:gray",
+    ax.barh(names, [max(w - b, 0) for w, b in zip(walls, busy)], left=busy, color="tab:gray",
             label="GPU idle (waiting for the host)")
 else:
     ax.barh(names, walls, color="tab:gray", label="wall time (interpreter)")
@@ -213,18 +216,22 @@ extra_launches = total_launches(profile_custom) - total_launches(profile_origina
 word = "slower" if slowdown > 1 else "faster"
 text = (f"With everything custom the model generated **{custom.tokens_per_s:.2f} tokens/s** against "
         f"**{original.tokens_per_s:.2f}** for the original: **{slowdown:.2f}x {word}**. Each token took "
-        f"{extra_ms:.1f} ms {'more' if extra_ms > 0 else 'less'} and made {extra_launches:.0f} more launches. ")
+        f"{abs(extra_ms):.1f} ms {'more' if extra_ms > 0 else 'less'} and made {abs(extra_launches):.0f} "
+        f"{'more' if extra_launches >= 0 else 'fewer'} launches. ")
 if helpers.HAS_GPU:
     extra_busy = profile_custom.gpu_busy_ms_per_token - profile_original.gpu_busy_ms_per_token
-    idle = [1 - b / w for b, w in zip(busy, walls)]
-    text += (f"The GPU's own work per token went from {busy[0]:.2f} to {busy[1]:.2f} ms, "
-             f"{extra_busy:.2f} ms of the {extra_ms:.1f} ms added ({100 * extra_busy / extra_ms:.0f}%); the rest is "
-             f"the GPU waiting, about {1e3 * (extra_ms - extra_busy) / extra_launches:.1f} µs per extra launch. "
-             f"The GPU sat idle {100 * idle[0]:.0f}% of each original token and {100 * idle[1]:.0f}% of each "
-             f"custom one. "
-             + ("Launches, not arithmetic, are what made the model slow."
-                if extra_busy < 0.5 * extra_ms else
-                "On this machine our kernels' own GPU time is a large part of the slowdown."))
+    idle = [max(0.0, 1 - b / w) for b, w in zip(busy, walls)]
+    text += f"The GPU's own work per token went from {busy[0]:.2f} to {busy[1]:.2f} ms. "
+    if extra_ms > 0:
+        text += (f"That is {extra_busy:.2f} ms of the {extra_ms:.1f} ms added ({100 * extra_busy / extra_ms:.0f}%); "
+                 "the rest is the GPU waiting"
+                 + (f", about {1e3 * (extra_ms - extra_busy) / extra_launches:.1f} µs per extra launch. "
+                    if extra_launches > 0 and extra_ms > extra_busy else ". ")
+                 + ("Launches, not arithmetic, are what made the model slow. "
+                    if extra_busy < 0.5 * extra_ms else
+                    "On this machine our kernels' own GPU time is a large part of the slowdown. "))
+    text += (f"The GPU sat idle {100 * idle[0]:.0f}% of each original token and {100 * idle[1]:.0f}% of each "
+             "custom one.")
 else:
     text += ("In CPU mode every one of our launches runs in Triton's interpreter, so the slowdown here measures "
              "the interpreter; the GPU-busy split needs a GPU.")
@@ -232,12 +239,17 @@ helpers.md(text)
 
 # %%
 helpers.show(helpers.compare("full."))
+ORIGINAL_IDS = ("rmsnorm.tps_original", "matmul.tps_all_proj_rmsnorm_original", "full.tps_original")
 blog = {r.id: float(r.blog_value) for r in helpers.blog_numbers().itertuples()
-        if r.id.startswith("full.") and r.blog_value}
+        if (r.id.startswith("full.") or r.id in ORIGINAL_IDS) and r.blog_value}
+blog_originals = [blog[i] for i in ORIGINAL_IDS]  # the post's unmodified model, in three of its chapters
 helpers.md(
     f"The blog's T4 run went from {blog['full.tps_original']:.2f} to {blog['full.tps_custom']:.2f} tokens/s, "
-    f"{blog['full.slowdown']:.2f}x slower, over 512 new tokens. Yours is {slowdown:.2f}x over {N} tokens: "
-    + (f"a {'larger' if slowdown > blog['full.slowdown'] else 'smaller'} factor. "
+    f"{blog['full.slowdown']:.2f}x slower, over 512 new tokens (the post's original speed differs from "
+    "chapter to chapter: " + ", ".join(f"{v:.2f}" for v in blog_originals) + " tokens/s, a hint of the noise "
+    "between runs). "
+    f"Yours is {slowdown:.2f}x over {N} tokens: "
+    + (f"a {'larger' if slowdown > blog['full.slowdown'] else 'smaller'} factor than the blog's. "
        "A faster GPU does not shrink the launch cost per kernel by as much as it shrinks the kernels, so the "
        "share of the time spent launching, and with it the slowdown, depends on the machine."
        if helpers.HAS_GPU else "interpreter numbers, not comparable to a GPU's.")
@@ -410,9 +422,9 @@ if random_weights:
 else:
     helpers.md(
         f"**About this run's weights.** These are the trained weights ({description}), so the text is real and "
-        f"the margins are those of a confident model (median top-2 margin {margins.median():.3g}). Without the "
+        f"the margins are those of a trained model (median top-2 margin {margins.median():.3g}). Without the "
         "hub the series falls back to random weights: the speed stays the same, but random logits are nearly "
-        "flat and the streams would part much earlier."
+        "flat, so near-ties, and with them early divergences, become more likely."
     )
 
 # %% [markdown]

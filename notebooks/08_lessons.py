@@ -72,7 +72,7 @@ H200_DIR = helpers.ROOT / "figures" / "h200"
 yours_table = helpers.results()
 h200_table = helpers.results(H200_DIR / "results.csv")
 blog_table = helpers.blog_numbers()
-CHAPTERS = {"baseline": 1, "add": 2, "rmsnorm": 3, "matmul": 4, "attention": 5, "full": 6, "context": 7}
+CHAPTERS = {p: int(c.split()[0]) for p, c in helpers.CHAPTER_OF_PREFIX.items()}  # {"baseline": 1, ...}
 
 
 def notebook_of(prefix):
@@ -104,8 +104,17 @@ if absent:
     text += (f"Missing: {', '.join(absent)}. On Colab each chapter runs on its own machine, so its results stay "
              "there; run the chapters one after another in the same runtime to gather them here, or use the "
              "re-measure cell below for the headline numbers. ")
-text += (f"**H200**: {len(h200_table)} committed results. " if len(h200_table) else
-         "**H200**: no committed results yet (`figures/h200/results.csv` is absent), so that column is empty. ")
+h200_ids = set(h200_table["id"])
+h200_present = [notebook_of(p) for p in CHAPTERS if any(i.startswith(p + ".") for i in h200_ids)]
+h200_absent = [notebook_of(p) for p in CHAPTERS if not any(i.startswith(p + ".") for i in h200_ids)]
+if not len(h200_table):
+    text += "**H200**: no committed results yet (`figures/h200/results.csv` is absent), so that column is empty. "
+elif h200_absent:
+    text += (f"**H200**: {len(h200_table)} committed results, from "
+             f"{', '.join(h200_present) if h200_present else 'no chapter yet'}; its column stays empty for "
+             f"{', '.join(h200_absent)} until the H200 run of those chapters is committed. ")
+else:
+    text += f"**H200**: {len(h200_table)} committed results, from every chapter. "
 if same_dir:
     text += "You are running on the H200 in full mode, so your column and the H200 column are the same file. "
 text += f"**Blog T4**: {status['results'].iloc[2]} figures quoted from the post."
@@ -156,8 +165,10 @@ if REMEASURE:
 # %% [markdown]
 # ## One table for the whole series
 #
-# One row per experiment, three columns of values. Empty cells mean that source has no such number:
-# the blog reports only some of them, and your column fills as you run the chapters. Read the columns
+# One row per recorded result of chapters 1 to 7 (`helpers.summary_table()`, the table the series script
+# prints when it finishes), with a short description where one helps, and three columns of values. Empty
+# cells mean that source has no such number: the blog reports only some of them, the H200 column holds
+# what has been committed so far, and your column fills as you run the chapters. Read the columns
 # as separate stories: absolute numbers move between machines (and even between two runs of the same
 # GPU type), so compare ratios within a column rather than raw numbers across columns.
 
@@ -187,7 +198,7 @@ EXPERIMENTS = [
     ("matmul.tps_original", "4 projections: tokens/s before"),
     ("matmul.tps_attention_proj", "4 projections: attention projections swapped"),
     ("matmul.tps_attention_mlp_proj", "4 projections: + MLP projections"),
-    ("matmul.attention_mlp_slowdown", "4 projections: attention + MLP slowdown (blog)"),
+    ("matmul.attention_mlp_slowdown", "4 projections: attention + MLP slowdown"),
     ("matmul.tps_all_proj_rmsnorm_original", "4 all projections + RMSNorm: tokens/s before (blog)"),
     ("matmul.tps_all_proj_rmsnorm", "4 all projections + RMSNorm: tokens/s after"),
     ("matmul.launches_per_token_all_proj_rmsnorm", "4 all projections + RMSNorm: launches per token"),
@@ -217,10 +228,13 @@ EXPERIMENTS += [("context.ratio_range", "7 context: slowdown range (blog)"),
                 ("lessons.tps_custom", "8 re-measured: tokens/s custom"),
                 ("lessons.slowdown", "8 re-measured: slowdown")]
 
-every = helpers.compare()
-summary = pd.DataFrame(EXPERIMENTS, columns=["id", "experiment"]).merge(every, on="id", how="left")
+every = helpers.compare()  # every id of the three sources (the re-measured lessons.* and run times included)
+summary = helpers.summary_table()  # the same table tools/run_series.py prints at the end of a series run
+summary.insert(2, "experiment", summary["id"].map(dict(EXPERIMENTS)).fillna(""))
+h200_units = h200_table.set_index("id")["unit"] if len(h200_table) else pd.Series(dtype=str)
+summary["unit"] = summary["unit"].fillna(summary["id"].map(h200_units))  # ids only the H200 run has
 summary = summary.rename(columns={"h200": "H200", "blog_t4": "blog T4 (the blog's)"})
-helpers.show(summary.drop(columns="id").set_index("experiment"))
+helpers.show(summary.set_index(["chapter", "id"]))
 
 
 def value(source, id_):
@@ -251,8 +265,9 @@ helpers.md(f"Your column has {len(ours_only) - len(missing)} of the {len(ours_on
 # run, so it is comparable across machines in a way raw tokens/s are not. Where the blog gives a different
 # original for a row (it quotes 23.67 tokens/s before its projection-plus-RMSNorm run), that original is
 # used; where it gives only the slowdown (1.41x for attention plus MLP projections), the slowdown is used.
-# Note the blog's own inconsistency: swapping all projections *and* RMSNorm (1.33x) cost it less than
-# swapping the projections alone (1.41x).
+# Its 23 and 17 tokens/s around the attention-projection swap are rounded in the post, so that ratio is
+# rough. Note the blog's own inconsistency: swapping all projections *and* RMSNorm (1.33x) cost it less
+# than swapping the projections alone (1.41x).
 
 # %%
 SWAPS = [  # label, original tokens/s id, custom tokens/s id, the blog's alternative (original id or slowdown id)
@@ -307,12 +322,12 @@ def best(series):
 
 lines = []
 for column in slow.columns:
-    label, top = best(slow[column].iloc[:-2].astype(float))  # the single swaps
+    label, top = best(slow[column].iloc[:-2].astype(float))  # the partial swaps, before "everything"
     if label is None:
-        lines.append(f"- **{column}**: no single-swap slowdowns recorded.")
+        lines.append(f"- **{column}**: no partial-swap slowdowns recorded.")
         continue
     every_swap = slow[column].get("everything")
-    lines.append(f"- **{column}**: the costliest single swap was *{label}* ({top:.2f}x)"
+    lines.append(f"- **{column}**: the costliest partial swap was *{label}* ({top:.2f}x)"
                  + (f"; everything at once: {every_swap:.2f}x." if every_swap == every_swap and every_swap else "."))
 helpers.md("\n".join(lines))
 
@@ -377,7 +392,7 @@ plt.show()
 # prices can be separated: the original model's time per token divided by its launches is the cost of a
 # PyTorch launch (an upper bound, since it also carries everything else the step does); whatever the
 # custom model's time per token has left after its PyTorch launches are paid for, divided by our launches,
-# is the cost of one of ours.
+# is the cost of one of ours (a lower bound, since the PyTorch launches were priced high).
 
 # %%
 def launch_prices(source):
@@ -393,24 +408,32 @@ def launch_prices(source):
         return None
     torch_us = 1000 * wo / lo_
     ours_us = 1000 * (wc - (lc - ours) * torch_us / 1000) / ours
-    return torch_us, ours_us
+    return torch_us, ours_us if ours_us > 0 else None
 
 
 lines = []
 for source_key in ("yours", "h200"):
     label = SOURCES[source_key]
     sub = points[points["source"] == label]
-    if len(sub):
+    if len(sub) == 1:
+        only = sub.iloc[0]
+        lines.append(f"- **{label}**: one configuration so far, *{only['config']}*, at "
+                     f"{only['µs per launch']:.1f} µs per launch on average.")
+    elif len(sub):
         cheap, dear = sub.loc[sub["µs per launch"].idxmin()], sub.loc[sub["µs per launch"].idxmax()]
         lines.append(f"- **{label}**: the average launch cost ranged from {cheap['µs per launch']:.1f} µs "
                      f"(*{cheap['config']}*) to {dear['µs per launch']:.1f} µs (*{dear['config']}*).")
     prices = launch_prices(source_key)
-    if prices:
+    if prices and prices[1] is None:
+        lines.append(f"  Separated: a PyTorch launch cost at most **{prices[0]:.1f} µs**; pricing the custom "
+                     "model's PyTorch launches that high leaves nothing for ours, so this run cannot price them.")
+    elif prices:
         t_us, o_us = prices
-        lines.append(f"  Separated: a PyTorch launch cost at most **{t_us:.1f} µs** of host time, "
-                     f"one of ours about **{o_us:.1f} µs**, {o_us / t_us:.1f}x as much. "
+        lines.append(f"  Separated: a PyTorch launch cost at most **{t_us:.1f} µs** of wall time, "
+                     f"one of ours at least **{o_us:.1f} µs**, {o_us / t_us:.1f}x as much or more. "
                      + ("So the custom model is slow twice over: more launches, and dearer ones."
-                        if o_us > 1.2 * t_us else "So the custom model is slow mainly because it launches more."))
+                        if o_us > 1.2 * t_us else
+                        "These bounds do not show ours to be dearer; the launch count is what they vouch for."))
 if not lines:
     lines.append("No configuration has both a launch count and a tokens/s value yet: run chapters 1 to 6 (or the "
                  "re-measure cell) on this machine, or wait for the committed H200 results.")
@@ -436,6 +459,9 @@ def have(*ids):
     return None
 
 
+times = helpers.versus  # "12x slower" / "1.3x faster": time a against time b
+
+
 lessons = []
 if (g := have("add.ratio", "matmul.torch_ms", "matmul.triton_ms", "matmul.max_err")):
     (add_r, mt, mx, err), s = g
@@ -459,18 +485,18 @@ if (g := have("baseline.gpu_busy_ms_per_token", "baseline.wall_ms_per_token")):
                    f"{b:.2f} of {w:.2f} ms per token ({100 * b / w:.0f}%, {s}).")
 if (g := have("attention.sdpa_ms", "attention.slow_ms", "attention.slow_launches")):
     (a, b, n), s = g
-    lessons.append(f"**Launch count is a price list.** A Python loop over heads made attention {b / a:.0f}x "
-                   f"{'slower' if b > a else 'faster'} than SDPA, with {n:.0f} launches per call ({s}).")
+    lessons.append(f"**Launch count is a price list.** A Python loop over heads made attention "
+                   f"{times(b, a)} than SDPA, with {n:.0f} launches per call ({s}).")
 elif (g := have("attention.sdpa_ms", "attention.slow_ms")):
     (a, b), s = g
-    lessons.append(f"**Launch count is a price list.** A Python loop over heads made attention {b / a:.0f}x "
-                   f"{'slower' if b > a else 'faster'} than SDPA ({s}).")
+    lessons.append(f"**Launch count is a price list.** A Python loop over heads made attention "
+                   f"{times(b, a)} than SDPA ({s}).")
 if (g := have("matmul.tps_original", "matmul.tps_all_proj_rmsnorm", "attention.tps_original",
               "attention.tps_custom", "full.tps_original", "full.tps_custom")):
     (mo, mc, ao, ac, fo, fc), s = g
     part = (1000 / mc - 1000 / mo) + (1000 / ac - 1000 / ao)
     whole = 1000 / fc - 1000 / fo
-    title = ("Costs add up in milliseconds per token." if abs(part - whole) < 0.25 * whole else
+    title = ("Costs add up in milliseconds per token." if abs(part - whole) < 0.25 * abs(whole) else
              "Costs did not simply add up in milliseconds per token.")
     lessons.append(f"**{title}** Projections plus RMSNorm added "
                    f"{1000 / mc - 1000 / mo:.1f} ms per token, the attention loop {1000 / ac - 1000 / ao:.1f} ms: "
@@ -508,7 +534,8 @@ else:
 # 2. **Stop paying for launches at all.** Capturing a whole decode step as a CUDA graph (PyTorch's
 #    `torch.compile` with a static KV cache does this) replays every kernel with one launch. What is left
 #    is the GPU-busy time per token, so its inverse is a ceiling on tokens/s for that set of kernels.
-#    Below that sits the weight-read floor of chapter 1, where kernel quality matters again.
+#    Better kernels can then shrink the GPU-busy time itself, down to chapter 1's weight-read floor: the
+#    time it takes just to read every weight once.
 
 # %%
 rows = []
@@ -575,8 +602,8 @@ helpers.show(every)
 #
 # - Put every measurement in one table, with the machine it came from. Ratios measured within one run
 #   travel between machines; raw tokens/s do not.
-# - A simple model of a token's time: launches x the price of one launch, plus a fixed part. The
-#   launch-budget fit tests that model on each machine and prices a launch.
+# - A simple model of a token's time: launches x the average price of one launch. The launch-budget
+#   plot tests that model on each machine and prices a launch.
 # - The cheapest way to make a model slow is to multiply its launches; the first way to make it fast
 #   again is to remove them, by fusing kernels or by capturing the whole step as one graph.
 #

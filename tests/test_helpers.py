@@ -252,3 +252,15 @@ def test_blog_numbers_are_the_seed_copy():
     blog = helpers.blog_numbers().set_index("id")
     assert blog.loc["full.slowdown", "blog_value"] == "3.59"
     assert blog.loc["baseline.tps_kv", "blog_value"] == ""  # the post gives none
+
+
+def test_blog_values_by_id():
+    assert helpers.blog("add.ratio") == 1.81
+    assert helpers.blog("context.ratio_range") == "3.2-3.9"  # a range stays as the post wrote it
+    assert helpers.blog("baseline.tps_kv") is None
+
+
+@pytest.mark.parametrize("a, b, text", [(2.0, 1.0, "2.00x slower"), (1.0, 4.0, "4.00x faster"),
+                                        (30.0, 2.0, "15x slower")])
+def test_versus_says_which_way(a, b, text):
+    assert helpers.versus(a, b) == text
