@@ -184,9 +184,10 @@ def timing_note() -> str:
 
 
 def show_env() -> dict:
+    """Print where this run happens (hardware, mode, versions) and how to read its timings."""
     info = env_info()
     print(" | ".join(f"{k}: {v}" for k, v in info.items()))
-    print(timing_note())
+    md(f"**{timing_note()}**" if MODE == "cpu" else timing_note())
     return info
 
 
@@ -393,6 +394,8 @@ def measure_tps(model, prompt_len: int, new_tokens: int, tokenizer=None, use_cac
 # --- Patching -----------------------------------------------------------------------------------
 ATTENTION_NAME = "slower_triton_slow"  # our entry in transformers' AttentionInterface
 PROJECTION_GROUPS = ("attention", "mlp", "lm_head")
+# Every swap at once: the fully custom model of chapters 6 to 8 (``patched(model, **ALL_CUSTOM)``).
+ALL_CUSTOM = dict(rmsnorm="two_pass", projections=set(PROJECTION_GROUPS), attention="slow")
 
 
 def _slow_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):

@@ -63,8 +63,6 @@ import pandas as pd
 import helpers
 
 helpers.show_env()
-if helpers.MODE == "cpu":
-    helpers.md(f"**CPU mode.** {helpers.timing_note()}")
 
 # %% [markdown]
 # ## The model

@@ -67,8 +67,6 @@ import kernels
 import triton  # noqa: E402  (for triton.cdiv, after helpers)
 
 helpers.show_env()
-if helpers.MODE == "cpu":
-    helpers.md(f"**CPU mode.** {helpers.timing_note()}")
 DEVICE, DTYPE, SIZES = helpers.DEVICE, helpers.DTYPE, helpers.SIZES
 E = torch.tensor([], dtype=DTYPE).element_size()  # bytes per element
 

@@ -78,8 +78,6 @@ import helpers
 import kernels
 
 helpers.show_env()
-if helpers.MODE == "cpu":
-    helpers.md(f"**CPU mode.** {helpers.timing_note()}")
 
 SIZES = helpers.SIZES
 SHAPES = {"blog": SIZES.attention_blog_shape, "qwen": SIZES.attention_qwen_shape}

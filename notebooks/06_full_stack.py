@@ -59,10 +59,8 @@ import helpers
 import kernels
 
 helpers.show_env()
-if helpers.MODE == "cpu":
-    helpers.md(f"**CPU mode.** {helpers.timing_note()}")
 SIZES = helpers.SIZES
-FULL = dict(rmsnorm="two_pass", projections={"attention", "mlp", "lm_head"}, attention="slow")
+FULL = helpers.ALL_CUSTOM  # two-pass RMSNorm, every projection, slow attention
 
 # %%
 model, tokenizer, description = helpers.load_model()

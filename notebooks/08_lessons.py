@@ -60,8 +60,6 @@ import helpers
 import kernels
 
 helpers.show_env()
-if helpers.MODE == "cpu":
-    helpers.md(f"**CPU mode.** {helpers.timing_note()}")
 SIZES = helpers.SIZES
 
 # %% [markdown]
@@ -132,7 +130,7 @@ helpers.md(text)
 
 # %%
 REMEASURE = True
-FULL = dict(rmsnorm="two_pass", projections={"attention", "mlp", "lm_head"}, attention="slow")
+FULL = helpers.ALL_CUSTOM  # two-pass RMSNorm, every projection, slow attention
 
 if REMEASURE:
     model, tokenizer, description = helpers.load_model()

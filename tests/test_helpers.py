@@ -8,7 +8,7 @@ import kernels
 
 # One tolerance per dtype for "patched model matches the original" (many kernels stacked).
 MODEL_TOL = {torch.float32: dict(atol=2e-4, rtol=2e-4), torch.float16: dict(atol=3e-2, rtol=3e-2)}
-ALL_SWAPS = dict(rmsnorm="two_pass", projections={"attention", "mlp", "lm_head"}, attention="slow")
+ALL_SWAPS = helpers.ALL_CUSTOM
 
 
 @pytest.fixture(scope="module")
