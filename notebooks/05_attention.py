@@ -425,20 +425,18 @@ with helpers.patched(model, attention="slow"):
 profile_original = helpers.profile_decode(model, SIZES.prompt_len, SIZES.new_tokens, tokenizer)
 
 
-def total_launches(p):  # every CUDA kernel per token on a GPU; our kernels only in CPU mode
-    return p.launches
 
 
 print(f"slow attention: {custom.tokens_per_s:.2f} tokens/s (spread {custom.spread_pct:.1f}%)")
-print(f"launches per token: original {total_launches(profile_original):.0f}, "
-      f"slow attention {total_launches(profile_custom):.0f} "
+print(f"launches per token: original {profile_original.launches:.0f}, "
+      f"slow attention {profile_custom.launches:.0f} "
       f"(of which ours: {profile_custom.project_launches_per_token:.0f})")
 helpers.record("attention.tps_original", original.tokens_per_s, "tokens/s",
                f"prompt {SIZES.prompt_len}, {SIZES.new_tokens} new tokens")
 helpers.record("attention.tps_custom", custom.tokens_per_s, "tokens/s",
                f"{n_attention} attention modules on the slow path; prompt {SIZES.prompt_len}, "
                f"{SIZES.new_tokens} new tokens")
-helpers.record("attention.launches_per_token_custom", total_launches(profile_custom), "launches", launch_note)
+helpers.record("attention.launches_per_token_custom", profile_custom.launches, "launches", launch_note)
 
 # %%
 slowdown = original.tokens_per_s / custom.tokens_per_s
@@ -452,7 +450,7 @@ helpers.md(
     + f"The prediction from the microbenchmark was "
     f"{predicted_tps:.2f} tokens/s, so the real model came out {abs(off_by - 1) * 100:.0f}% "
     f"{'faster' if off_by > 1 else 'slower'} than predicted. The launch count per token went from "
-    f"{total_launches(profile_original):.0f} to {total_launches(profile_custom):.0f}; our own kernels account "
+    f"{profile_original.launches:.0f} to {profile_custom.launches:.0f}; our own kernels account "
     f"for {profile_custom.project_launches_per_token:.0f} of them, against {n_attention} modules x {heads} "
     f"heads x 3 = {n_attention * heads * 3} counted by hand"
     + (": the count matches. " if abs(profile_custom.project_launches_per_token - n_attention * heads * 3) < 1 else

@@ -158,13 +158,11 @@ with helpers.patched(model, **FULL):
 profile_original = helpers.profile_decode(model, SIZES.prompt_len, SIZES.new_tokens, tokenizer)
 
 
-def total_launches(p):  # every CUDA kernel per token on a GPU; our kernels only in CPU mode
-    return p.launches
 
 
 per_token = pd.DataFrame([
     {"model": name, "tokens/s": t.tokens_per_s, "ms per token (1000 / tokens/s)": 1000 / t.tokens_per_s,
-     "launches per token": total_launches(p), "our launches per token": p.project_launches_per_token,
+     "launches per token": p.launches, "our launches per token": p.project_launches_per_token,
      "GPU-busy ms per token": p.gpu_busy_ms_per_token, "profiled wall ms per token": p.wall_ms_per_token}
     for name, t, p in (("original", original, profile_original), ("custom", custom, profile_custom))
 ])
@@ -180,8 +178,8 @@ helpers.record("full.tps_custom", custom.tokens_per_s, "tokens/s",
                f"{counts['rmsnorm']} two-pass RMSNorm + {census['linear']} matmul + {counts['attention']} "
                f"slow attention; prompt {SIZES.prompt_len}, {N} new tokens")
 helpers.record("full.slowdown", slowdown, "x slower", "full.tps_original / full.tps_custom")
-helpers.record("full.launches_per_token_original", total_launches(profile_original), "launches", launch_note)
-helpers.record("full.launches_per_token_custom", total_launches(profile_custom), "launches", launch_note)
+helpers.record("full.launches_per_token_original", profile_original.launches, "launches", launch_note)
+helpers.record("full.launches_per_token_custom", profile_custom.launches, "launches", launch_note)
 if helpers.HAS_GPU:
     helpers.record("full.gpu_busy_ms_per_token_original", profile_original.gpu_busy_ms_per_token, "ms",
                    "summed kernel time per decoded token")
@@ -200,7 +198,7 @@ if helpers.HAS_GPU:
 else:
     ax.barh(names, walls, color="tab:gray", label="wall time (interpreter)")
 for i, (w, p) in enumerate(zip(walls, (profile_original, profile_custom))):
-    ax.text(w, i, f"  {total_launches(p):.0f} launches", va="center", fontsize=9)
+    ax.text(w, i, f"  {p.launches:.0f} launches", va="center", fontsize=9)
 ax.set_xlabel("milliseconds per generated token")
 ax.set_title("Why is the custom stack slower: more work, or more waiting?")
 ax.set_xlim(0, max(walls) * 1.35)
@@ -210,7 +208,7 @@ plt.show()
 
 # %%
 extra_ms = walls[1] - walls[0]
-extra_launches = total_launches(profile_custom) - total_launches(profile_original)
+extra_launches = profile_custom.launches - profile_original.launches
 word = "slower" if slowdown > 1 else "faster"
 text = (f"With everything custom the model generated **{custom.tokens_per_s:.2f} tokens/s** against "
         f"**{original.tokens_per_s:.2f}** for the original: **{slowdown:.2f}x {word}**. Each token took "
