@@ -698,8 +698,6 @@ def compare(ids=None):
 
     ``ids``: None (everything measured or quoted), a prefix such as ``"rmsnorm."``, or a list of ids.
     """
-    import pandas as pd
-
     yours = results()[["id", "value", "unit"]].rename(columns={"value": "yours"})
     h200 = results(ROOT / "figures" / "h200" / "results.csv")[["id", "value", "unit"]].rename(
         columns={"value": "h200", "unit": "h200_unit"})

@@ -56,7 +56,6 @@ import pandas as pd
 import torch
 
 import helpers
-import kernels
 
 helpers.show_env()
 SIZES = helpers.SIZES

@@ -57,7 +57,6 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 import helpers
-import kernels
 
 helpers.show_env()
 SIZES = helpers.SIZES

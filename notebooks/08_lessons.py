@@ -57,7 +57,6 @@ import numpy as np
 import pandas as pd
 
 import helpers
-import kernels
 
 helpers.show_env()
 SIZES = helpers.SIZES

@@ -16,7 +16,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 step=$1; shift
 status=0
 case "$step" in
-  tests)  python3 -m pytest -q -p no:cacheprovider tests "$@" 2>&1 | tee "$OUT/tests.log"; status=${PIPESTATUS[0]} ;;
+  tests)  python3 -m pytest -q -p no:cacheprovider $(python3 -c "import xdist" 2>/dev/null && printf '%s' '-n 8') tests "$@" 2>&1 | tee "$OUT/tests.log"; status=${PIPESTATUS[0]} ;;
   series) python3 tools/run_series.py --write-outputs --only "$@" 2>&1 | tee "$OUT/series.log"; status=${PIPESTATUS[0]} ;;
   *) echo "unknown step $step"; exit 2 ;;
 esac
