@@ -183,12 +183,10 @@ def timing_note() -> str:
     return f"Full mode on {_gpu_name()}: GPU timings at the sizes the chapters were designed for."
 
 
-def show_env() -> dict:
+def show_env() -> None:
     """Print where this run happens (hardware, mode, versions) and how to read its timings."""
-    info = env_info()
-    print(" | ".join(f"{k}: {v}" for k, v in info.items()))
+    print(" | ".join(f"{k}: {v}" for k, v in env_info().items()))
     md(f"**{timing_note()}**" if MODE == "cpu" else timing_note())
-    return info
 
 
 # --- Presentation -------------------------------------------------------------------------------
@@ -209,10 +207,14 @@ def md(text: str) -> None:
 
 
 def show(df) -> None:
+    """A table, every row and column of it (pandas would elide the middle of a long one)."""
+    import pandas as pd
+
     if IN_NOTEBOOK:
         from IPython.display import display
 
-        display(df)
+        with pd.option_context("display.max_rows", None, "display.max_columns", None, "display.width", 200):
+            display(df)
     else:
         print(df.to_string())
 
@@ -356,9 +358,6 @@ def _generate(model, ids: torch.Tensor, new_tokens: int, use_cache: bool = True)
     return new, seconds
 
 
-WARMUP_TOKENS = 32
-
-
 @dataclass
 class TPS:
     """One tokens/s measurement (medians over ``repeats`` timed runs, after a warm-up)."""
@@ -377,9 +376,11 @@ def measure_tps(model, prompt_len: int, new_tokens: int, tokenizer=None, use_cac
     """Tokens per second of greedy generation, measured properly: warm-up, synchronised, median."""
     repeats = repeats or SIZES.repeats
     ids = make_prompt(prompt_len, tokenizer, model.config.vocab_size)
-    # Warm-up: compiles the Triton kernels for every shape class they will meet (integer arguments
-    # are specialised on divisibility by 16, so 32 steps cover them) and warms the allocator.
-    _generate(model, ids, min(new_tokens, WARMUP_TOKENS), use_cache)
+    # Warm-up: one untimed generation of the same length, so that every shape the timed runs meet
+    # (each KV-cache length, each Triton specialisation) has been met once, and paid for, before timing.
+    # With a 32-token warm-up instead, the first timed 128-token run of a freshly loaded model took about
+    # twice as long as the runs after it on the H200.
+    _generate(model, ids, new_tokens, use_cache)
     prefill_s = statistics.median(_generate(model, ids, 1, use_cache)[1] for _ in range(repeats))
     runs = [_generate(model, ids, new_tokens, use_cache) for _ in range(repeats)]
     times = [s for _, s in runs]
@@ -640,8 +641,8 @@ def results(path: Path | None = None):
                        na_values={"value": [""]})
 
 
-def record(id: str, value, unit: str, note: str = "") -> float:
-    """Store one measurement under ``id`` (a newer measurement replaces the older) and return it."""
+def record(id: str, value, unit: str, note: str = "") -> None:
+    """Store one measurement under ``id`` (a newer measurement replaces the older)."""
     import pandas as pd
 
     info = env_info()
@@ -656,7 +657,6 @@ def record(id: str, value, unit: str, note: str = "") -> float:
         table = table[table["id"] != id]
         table = pd.concat([table, pd.DataFrame([row])], ignore_index=True) if len(table) else pd.DataFrame([row])
         table[RESULT_COLUMNS].to_csv(results_path(), index=False)
-    return value
 
 
 @contextmanager

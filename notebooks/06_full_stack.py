@@ -129,8 +129,9 @@ print(f"our launches per token, by hand: 2 x {counts['rmsnorm']} + "
 #
 # Both models generate the same number of new tokens from the same prompt, greedily. The original goes
 # first; then the custom stack, in a cell of its own because it is the slow one. Each model gets one
-# short warm-up and then `SIZES.repeats` timed runs, of which we keep the median; the spread between the
-# runs says how much to trust a difference. At full size the custom stack's runs take a few minutes.
+# untimed warm-up of the same length and then `SIZES.repeats` timed runs, of which we keep the median;
+# the spread between the runs says how much to trust a difference. At full size the custom stack's runs
+# take a few minutes.
 
 # %%
 N = SIZES.new_tokens_full_stack

@@ -54,6 +54,7 @@ import re
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.lines import Line2D
 import pandas as pd
 
 import helpers
@@ -246,6 +247,9 @@ def value(source, id_):
 
 YOURS = {"full": f"yours ({helpers.SLUG})", "quick": f"yours ({helpers.SLUG}, quick mode)", "cpu": "yours (CPU mode)"}
 SOURCES = {"yours": YOURS[helpers.MODE], "h200": "H200", "blog": "blog T4"}
+if same_dir:  # on the H200 in full mode both columns are one file: show it once
+    del SOURCES["h200"]
+MEASURED = [s for s in SOURCES if s != "blog"]  # the sources with launch counts and profiles
 ours_only = [(i, e) for i, e in EXPERIMENTS if not e.endswith("(blog)")]
 missing = [i for i, e in ours_only if value("yours", i) is None]
 gaps = pd.Series([i.split(".")[0] for i in missing]).value_counts(sort=False)
@@ -324,7 +328,9 @@ for column in slow.columns:
         lines.append(f"- **{column}**: no partial-swap slowdowns recorded.")
         continue
     every_swap = slow[column].get("everything")
-    lines.append(f"- **{column}**: the costliest partial swap was *{label}* ({top:.2f}x)"
+    lines.append((f"- **{column}**: the costliest partial swap was *{label}* ({top:.2f}x slower)" if top > 1 else
+                  f"- **{column}**: no partial swap slowed the model down (the closest, *{label}*, ran at "
+                  f"{top:.2f}x the original's time per token)")
                  + (f"; everything at once: {every_swap:.2f}x." if every_swap == every_swap and every_swap else "."))
 helpers.md("\n".join(lines))
 
@@ -354,7 +360,7 @@ CONFIGS = [  # label, launches-per-token id, tokens/s id
 ]
 points = pd.DataFrame([{"source": SOURCES[s], "config": label, "launches per token": value(s, lid),
                         "tokens/s": value(s, tid)}
-                       for s in ("yours", "h200") for label, lid, tid in CONFIGS]).dropna()
+                       for s in MEASURED for label, lid, tid in CONFIGS]).dropna()
 points = points[points["launches per token"] > 0]  # CPU mode counts only our launches: the original has none
 points["ms per token"] = 1000 / points["tokens/s"]
 points["µs per launch"] = 1000 * points["ms per token"] / points["launches per token"]
@@ -370,13 +376,23 @@ if len(points):
             continue
         ax.plot(xs, ys, color="gray", linestyle="--", linewidth=0.7)
         ax.annotate(f"{us} µs/launch", (xs[-1], ys[-1]), fontsize=7, color="gray", ha="right", va="bottom")
-    for (source, sub), marker in zip(points.groupby("source", sort=False), "os"):
-        ax.scatter(sub["launches per token"], sub["tokens/s"], marker=marker, s=50, label=source, zorder=3)
-        for label, x, y in zip(sub["config"], sub["launches per token"], sub["tokens/s"]):
-            ax.annotate(label, (x, y), textcoords="offset points", xytext=(5, 3), fontsize=7)
+    # colour = configuration, shape = source: labels beside the points would pile up where several
+    # configurations share a launch count
+    palette = [c for i, c in enumerate(plt.cm.tab10.colors) if i != 7]  # tab10's grey is the legend's
+    colors = dict(zip([label for label, _, _ in CONFIGS], palette))
+    markers = dict(zip(points["source"].unique(), "os"))
+    for src, cfg, x, y in zip(points["source"], points["config"], points["launches per token"], points["tokens/s"]):
+        ax.scatter(x, y, marker=markers[src], color=colors[cfg], s=60, edgecolor="black", linewidth=0.5, zorder=3)
+    shown = set(points["config"])
+    handles = [Line2D([], [], marker="o", linestyle="", color=c, markeredgecolor="black", label=cfg)
+               for cfg, c in colors.items() if cfg in shown]
+    handles += [Line2D([], [], marker=m, linestyle="", color="gray", markerfacecolor="none",
+                       label=f"measured by: {src}")
+                for src, m in markers.items()]
+    ax.legend(handles=handles, title="colour: configuration, shape: source", fontsize=7, title_fontsize=8,
+              loc="upper left", bbox_to_anchor=(1.01, 1))
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.legend(fontsize=8)
 ax.set_xlabel("kernel launches per generated token" + ("" if helpers.HAS_GPU else " (CPU mode: ours only)"))
 ax.set_ylabel("tokens/s")
 ax.set_title("The launch budget: what does one launch cost, configuration by configuration?")
@@ -409,7 +425,7 @@ def launch_prices(source):
 
 
 lines = []
-for source_key in ("yours", "h200"):
+for source_key in MEASURED:
     label = SOURCES[source_key]
     sub = points[points["source"] == label]
     if len(sub) == 1:
@@ -449,7 +465,7 @@ helpers.md("\n".join(lines))
 def have(*ids):
     """(values, source label) from the first source that has every one of ``ids``: yours, then H200,
     then the blog; None when no single source has them all (a lesson never mixes machines)."""
-    for s in ("yours", "h200", "blog"):
+    for s in SOURCES:
         got = [value(s, i) for i in ids]
         if all(v is not None for v in got):
             return got, SOURCES[s]
@@ -536,7 +552,7 @@ else:
 
 # %%
 rows = []
-for s in ("yours", "h200"):
+for s in MEASURED:
     fo, fc = value(s, "full.tps_original"), value(s, "full.tps_custom")
     lc = value(s, "full.launches_per_token_custom")
     per_call, modules = value(s, "attention.qwen_slow_launches"), value(s, "attention.modules_replaced")

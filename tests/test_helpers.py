@@ -168,6 +168,20 @@ def test_measure_tps_generates_exactly_the_asked_tokens(tiny, use_cache):
         5 / (sum(tps.times_s) / 2))  # median of two runs is their mean
 
 
+def test_measure_tps_warms_up_with_a_generation_as_long_as_the_timed_ones(tiny, monkeypatch):
+    """A shorter warm-up leaves the first timed run paying for the longer cache lengths (seen on the H200)."""
+    lengths = []
+    real = helpers._generate
+
+    def spy(model, ids, new_tokens, use_cache=True):
+        lengths.append(new_tokens)
+        return real(model, ids, new_tokens, use_cache)
+
+    monkeypatch.setattr(helpers, "_generate", spy)
+    helpers.measure_tps(tiny, prompt_len=4, new_tokens=40, repeats=2)
+    assert lengths == [40, 1, 1, 40, 40]  # warm-up, two prefill timings, two timed runs
+
+
 def test_patched_generation_runs_and_counts_launches(tiny):
     with helpers.patched(tiny, **ALL_SWAPS) as counts:
         prof = helpers.profile_decode(tiny, prompt_len=6, new_tokens=3)

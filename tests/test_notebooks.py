@@ -46,3 +46,18 @@ def test_pairing_check_catches_drift(tmp_path):
     nb.cells[-1].source += "\nprint('drift')"
     jupytext.write(nb, tmp_path / "02_add_kernel.ipynb")
     assert sync_notebooks.pair_differences(tmp_path / src.name)
+
+
+def test_changed_cells_lose_their_stored_outputs():
+    """Outputs stay under the code that made them and nowhere else."""
+    import nbformat
+    import jupytext
+
+    stored = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("x = 1\nprint(x)", outputs=[nbformat.v4.new_output("stream", text="1\n")]),
+        nbformat.v4.new_code_cell("print('old')", outputs=[nbformat.v4.new_output("stream", text="old\n")]),
+    ])
+    edited = jupytext.reads("# %%\nx = 1\nprint(x)\n\n# %%\nprint('new')\n", fmt="py:percent")
+    combined = jupytext.combine.combine_inputs_with_outputs(edited, stored)
+    assert sync_notebooks.drop_stale_outputs(combined, stored) == [1]
+    assert combined.cells[0].outputs and not combined.cells[1].outputs

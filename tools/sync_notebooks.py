@@ -2,7 +2,8 @@
 
 For each ``notebooks/NN_name.py`` (the source of truth, jupytext percent format):
 1. rewrite its setup cell and its "Open in Colab" badge from ``colab_setup.py`` (where REPO_URL lives);
-2. regenerate ``NN_name.ipynb`` from it with jupytext, keeping any outputs already stored there.
+2. regenerate ``NN_name.ipynb`` from it with jupytext, keeping the outputs already stored there for the
+   code cells that have not changed (a changed cell loses its outputs: they came from other code).
 
     python tools/sync_notebooks.py          # fix everything
     python tools/sync_notebooks.py --check  # exit 1 if anything would change (used by the tests)
@@ -55,6 +56,18 @@ def pair_differences(path: Path) -> list[str]:
     return [f"{path.stem}: cell {i} differs" for i, (x, y) in enumerate(zip(a, b)) if x != y]
 
 
+def drop_stale_outputs(nb, stored) -> list[int]:
+    """Clear the outputs of code cells in ``nb`` whose source matches no code cell of ``stored`` (the
+    notebook as last executed); returns their indices."""
+    executed = {c.source.strip() for c in stored.cells if c.cell_type == "code"}
+    cleared = []
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "code" and cell.get("outputs") and cell.source.strip() not in executed:
+            cell.outputs, cell.execution_count = [], None
+            cleared.append(i)
+    return cleared
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="report drift, change nothing")
@@ -74,8 +87,12 @@ def main() -> int:
             continue
         ipynb = path.with_suffix(".ipynb")
         nb = jupytext.read(path)
-        if ipynb.exists():  # keep stored outputs: jupytext's --update
-            nb = jupytext.combine.combine_inputs_with_outputs(nb, jupytext.read(ipynb))
+        if ipynb.exists():  # keep stored outputs (jupytext's --update), except under changed code
+            stored = jupytext.read(ipynb)
+            nb = jupytext.combine.combine_inputs_with_outputs(nb, stored)
+            cleared = drop_stale_outputs(nb, stored)
+            if cleared:
+                print(f"{ipynb.name}: cleared the outputs of changed cells {cleared}")
         jupytext.write(nb, ipynb)
     for p in problems:
         print(p)
