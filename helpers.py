@@ -656,7 +656,15 @@ def record(id: str, value, unit: str, note: str = "") -> None:
         table = results()
         table = table[table["id"] != id]
         table = pd.concat([table, pd.DataFrame([row])], ignore_index=True) if len(table) else pd.DataFrame([row])
-        table[RESULT_COLUMNS].to_csv(results_path(), index=False)
+        write_csv_atomically(table[RESULT_COLUMNS], results_path())
+
+
+def write_csv_atomically(df, path: Path) -> None:
+    """Write ``df`` to ``path`` through a temporary file and a rename, so that a reader in another
+    process (chapters may run side by side on two GPUs) sees the old table or the new one, never half."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    df.to_csv(tmp, index=False)
+    os.replace(tmp, path)
 
 
 @contextmanager

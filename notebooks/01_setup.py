@@ -189,8 +189,10 @@ work_ratio = positions_uncached / positions_cached
 noise = max(with_cache.spread_pct, without_cache.spread_pct) / 100  # run-to-run spread of the repeats
 if max(kv_ratio, 1 / kv_ratio) < 1 + noise:
     story = (f"the two are within the {100 * noise:.0f}% spread between repeats, too close for this run to tell "
-             "apart: whatever the extra positions cost is lost in the noise, which itself says that most of each "
-             "step's time does not grow with the sequence length")
+             "apart" + (f": whatever {work_ratio:.0f}x the positions cost is lost in the noise, which itself says "
+                        "that most of each step's time does not grow with the sequence length"
+                        if work_ratio > 2 * (1 + noise) else
+                        "; with this much noise the run says nothing about what the extra positions cost"))
 elif kv_ratio >= 2:
     story = ("recomputing the whole history at every step is a cost this hardware clearly feels"
              + (f", though still far less than the {work_ratio:.0f}x in positions: part of each step's time "

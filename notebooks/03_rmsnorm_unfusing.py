@@ -429,13 +429,16 @@ if calls["fused"].gpu_busy_ms is not None:  # a GPU was profiled
         f"At this shape the fused kernel kept the GPU busy for **{busy_us:.1f} µs**, and `do_bench` timed it at "
         f"**{bench_us:.1f} µs** earlier. "
         + ("So the benchmark's number was mostly the host's work around the launch: `do_bench` starts its "
-           "clock when the GPU has finished the work queued before the call (a flush of the L2 cache), and when the host needs longer "
-           "to issue the call than that work takes, the wait is counted too. Read the timing tables above "
-           "with that in mind: where their times barely change with the number of rows, they measure the cost "
-           "of a call on this machine, not of a kernel."
+           "clock when the GPU has finished the work queued before the call (a flush of the L2 cache), and "
+           "when the host needs longer to issue the call than that work takes, the wait is counted too. Read "
+           "the timing tables above with that in mind: where their times barely change with the number of "
+           "rows, they measure the cost of a call on this machine, not of a kernel."
            if bench_us > 3 * busy_us else
-           "The two agree, so the benchmark saw the kernel rather than the host: the L2-cache flush "
-           "`do_bench` queues before each call kept the GPU busy while the host issued it."))
+           "The benchmark's number is above the kernel's own time, by less than a factor of 3: `do_bench` "
+           "flushes the L2 cache before each call (the profile above ran with warm caches), and it also counts "
+           "any host work the GPU had to wait for."
+           if bench_us > 1.5 * busy_us else
+           "The two agree: the benchmark saw the kernel, not the host's work around it."))
 
 # %% [markdown]
 # ## All the RMSNorms, in the model

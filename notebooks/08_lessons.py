@@ -328,9 +328,9 @@ for column in slow.columns:
         lines.append(f"- **{column}**: no partial-swap slowdowns recorded.")
         continue
     every_swap = slow[column].get("everything")
-    lines.append((f"- **{column}**: the costliest partial swap was *{label}* ({top:.2f}x slower)" if top > 1 else
-                  f"- **{column}**: no partial swap slowed the model down (the closest, *{label}*, ran at "
-                  f"{top:.2f}x the original's time per token)")
+    lines.append((f"- **{column}**: the costliest partial swap was *{label}* ({top:.2f}x slower)" if top > 1.05 else
+                  f"- **{column}**: no partial swap slowed the model down by more than 5% (the most, *{label}*, "
+                  f"ran at {top:.2f}x the original's time per token)")
                  + (f"; everything at once: {every_swap:.2f}x." if every_swap == every_swap and every_swap else "."))
 helpers.md("\n".join(lines))
 

@@ -53,11 +53,18 @@ def test_changed_cells_lose_their_stored_outputs():
     import nbformat
     import jupytext
 
-    stored = nbformat.v4.new_notebook(cells=[
-        nbformat.v4.new_code_cell("x = 1\nprint(x)", outputs=[nbformat.v4.new_output("stream", text="1\n")]),
-        nbformat.v4.new_code_cell("print('old')", outputs=[nbformat.v4.new_output("stream", text="old\n")]),
-    ])
-    edited = jupytext.reads("# %%\nx = 1\nprint(x)\n\n# %%\nprint('new')\n", fmt="py:percent")
+    def cell(source, text):
+        return nbformat.v4.new_code_cell(source, outputs=[nbformat.v4.new_output("stream", text=text)],
+                                         execution_count=1)
+
+    stored = nbformat.v4.new_notebook(cells=[cell("x = 1\nprint(x)", "1\n"), cell("print('old')", "old\n"),
+                                             cell("print(x)", "1\n")])
+    # cell 1 edited; cell 2 edited into a copy of cell 0's source, whose outputs it must not borrow
+    edited = jupytext.reads("# %%\nx = 1\nprint(x)\n\n# %%\nprint('new')\n\n# %%\nx = 1\nprint(x)\n",
+                            fmt="py:percent")
     combined = jupytext.combine.combine_inputs_with_outputs(edited, stored)
-    assert sync_notebooks.drop_stale_outputs(combined, stored) == [1]
-    assert combined.cells[0].outputs and not combined.cells[1].outputs
+    cleared = sync_notebooks.drop_stale_outputs(combined, stored)
+    assert combined.cells[0].outputs and combined.cells[0].execution_count == 1
+    assert cleared == [1, 2]
+    assert not combined.cells[1].outputs and combined.cells[1].execution_count is None
+    assert not combined.cells[2].outputs

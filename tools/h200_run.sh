@@ -4,8 +4,10 @@
 #   bash tools/h200_run.sh tests             # the test suite on the GPU
 #   bash tools/h200_run.sh series 01 02 03   # those chapters, full size, outputs written
 #   bash tools/h200_run.sh split "01 02 03 04 05" "06 07"
-#                                            # two groups side by side, one GPU each (nvidia-h200-x2);
-#                                            # chapter 8 reads every result, so it runs after both
+#                                            # two groups side by side, one GPU each (nvidia-h200-x2),
+#                                            # each stopped after GROUP_TIMEOUT seconds (default 560) so
+#                                            # that the tarball is always written; chapter 8 reads every
+#                                            # result, so it runs after both
 # Logs and a tarball of figures/<slug>/ and the executed notebooks land in $OUT (default ./build/out).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -21,12 +23,17 @@ status=0
 case "$step" in
   tests)  python3 -m pytest -q -p no:cacheprovider $(python3 -c "import xdist" 2>/dev/null && printf '%s' '-n 8') tests "$@" 2>&1 | tee "$OUT/tests.log"; status=${PIPESTATUS[0]} ;;
   series) python3 tools/run_series.py --write-outputs --only "$@" 2>&1 | tee "$OUT/series.log"; status=${PIPESTATUS[0]} ;;
-  split)  # results.csv is written under a file lock, so the two processes can share it
+  split)  # results.csv is written under a file lock and replaced atomically, so the groups can share it
+    gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
+    if [ $# -lt 1 ] || [ $# -gt "$gpus" ]; then
+      echo "split: $# groups for $gpus GPUs (a group without a GPU would run in CPU mode)"; exit 2
+    fi
+    rm -f "$OUT"/series_gpu*.log
     gpu=0; pids=()
     for group in "$@"; do
       # shellcheck disable=SC2086  # a group is a space-separated list of chapters
-      CUDA_VISIBLE_DEVICES=$gpu python3 tools/run_series.py --write-outputs --only $group \
-        >"$OUT/series_gpu$gpu.log" 2>&1 &
+      CUDA_VISIBLE_DEVICES=$gpu timeout "${GROUP_TIMEOUT:-560}" python3 tools/run_series.py --write-outputs \
+        --only $group >"$OUT/series_gpu$gpu.log" 2>&1 &
       pids+=($!); gpu=$((gpu + 1))
     done
     for pid in "${pids[@]}"; do wait "$pid" || status=1; done

@@ -64,7 +64,8 @@ def main() -> int:
     bar.close()
     runtimes = helpers.results()
     runtimes = runtimes[runtimes["id"].str.startswith("runtime.")]
-    runtimes[["id", "value", "unit", "gpu", "mode", "time"]].to_csv(helpers.RESULTS_DIR / "runtimes.csv", index=False)
+    helpers.write_csv_atomically(runtimes[["id", "value", "unit", "gpu", "mode", "time"]],
+                                 helpers.RESULTS_DIR / "runtimes.csv")
     print("\nSummary (yours beside the committed H200 run and the blog's T4 numbers):")
     with __import__("pandas").option_context("display.width", 160, "display.max_rows", 500):
         print(helpers.summary_table().to_string(index=False, float_format=lambda x: f"{x:.4g}"))

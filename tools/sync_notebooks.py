@@ -57,12 +57,19 @@ def pair_differences(path: Path) -> list[str]:
 
 
 def drop_stale_outputs(nb, stored) -> list[int]:
-    """Clear the outputs of code cells in ``nb`` whose source matches no code cell of ``stored`` (the
-    notebook as last executed); returns their indices."""
-    executed = {c.source.strip() for c in stored.cells if c.cell_type == "code"}
+    """Clear the outputs of code cells in ``nb`` whose source differs from that of the ``stored`` cell
+    jupytext took their outputs from; returns their indices.
+
+    Outputs stay only under the exact code that made them. They record the last execution of the
+    notebook: an unchanged cell keeps its outputs even where ``helpers`` or ``kernels`` changed since.
+    """
+    from jupytext.combine import map_outputs_to_inputs
+
     cleared = []
-    for i, cell in enumerate(nb.cells):
-        if cell.cell_type == "code" and cell.get("outputs") and cell.source.strip() not in executed:
+    for i, (cell, j) in enumerate(zip(nb.cells, map_outputs_to_inputs(nb.cells, stored.cells))):
+        if cell.cell_type != "code" or (j is not None and stored.cells[j].source == cell.source):
+            continue
+        if cell.get("outputs") or cell.get("execution_count") is not None:
             cell.outputs, cell.execution_count = [], None
             cleared.append(i)
     return cleared
