@@ -1,5 +1,4 @@
 """The README's numbers come from the committed results, never from a keyboard."""
-import subprocess
 import sys
 from pathlib import Path
 
