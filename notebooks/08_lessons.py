@@ -150,8 +150,7 @@ if REMEASURE:
     helpers.record("lessons.our_launches_per_token_custom", prof_c.project_launches_per_token, "launches",
                    "our Triton kernels per decoded token, every custom kernel on")
     for tag, p in (("original", prof_o), ("custom", prof_c)):
-        launches = p.launches_per_token if p.launches_per_token is not None else p.project_launches_per_token
-        helpers.record(f"lessons.launches_per_token_{tag}", launches, "launches", launch_note)
+        helpers.record(f"lessons.launches_per_token_{tag}", p.launches, "launches", launch_note)
         helpers.record(f"lessons.wall_ms_per_token_{tag}", p.wall_ms_per_token, "ms", "decode only, no profiler")
         if p.gpu_busy_ms_per_token is not None:
             helpers.record(f"lessons.gpu_busy_ms_per_token_{tag}", p.gpu_busy_ms_per_token, "ms",
