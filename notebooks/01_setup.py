@@ -121,9 +121,8 @@ helpers.md(
 # end-of-text token cannot shorten a run. The prompt is fixed and seeded too.
 #
 # `measure_tps` first runs one untimed warm-up generation of the same length (the first pass over each
-# sequence length pays for memory allocation and, for Triton, compilation: on the H200 a first run after
-# loading took about twice as long as the ones after it) and then times a few repeats, synchronising with
-# the GPU around each one. It
+# sequence length pays for memory allocation and, for Triton, compilation, and that one-off cost must not
+# land in a timed run) and then times a few repeats, synchronising with the GPU around each one. It
 # reports the median, the spread between repeats, and the time of the *prefill*: the single forward pass
 # over the whole prompt that comes before the first new token.
 #
