@@ -196,6 +196,20 @@ def versus(a: float, b: float) -> str:
     return (f"{r:.0f}x" if r >= 10 else f"{r:.2f}x") + (" slower" if a > b else " faster")
 
 
+def fmt(value, digits: int = 3, unit: str = "") -> str:
+    """A number for a table or a line of text, or ``n/a (CPU)`` where this machine cannot measure it."""
+    if value is None:
+        return "n/a (CPU)"
+    return f"{value:.{digits}f}" + (f" {unit}" if unit else "")
+
+
+def launch_note(per: str = "decoded token") -> str:
+    """What a launch count in results.csv counts: every CUDA kernel on a GPU, our own kernels in CPU mode."""
+    if HAS_GPU:
+        return f"every CUDA kernel per {per} (torch.profiler)"
+    return "CPU mode: our Triton kernels only (no CUDA kernels to count)"
+
+
 def md(text: str) -> None:
     """Markdown in a notebook, plain text elsewhere."""
     if IN_NOTEBOOK:

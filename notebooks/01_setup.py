@@ -240,11 +240,6 @@ helpers.md(
 prof = helpers.profile_decode(model, sizes.prompt_len, sizes.new_tokens, tokenizer=tokenizer)
 
 
-def fmt(value, unit="ms", digits=3):
-    """A number with its unit, or a plain word where this machine cannot measure it."""
-    return "n/a (CPU)" if value is None else f"{value:.{digits}f} {unit}"
-
-
 helpers.record("baseline.launches_per_token", prof.launches_per_token, "launches",
                "CUDA kernels per decoded token (torch.profiler); empty in CPU mode")
 helpers.record("baseline.gpu_busy_ms_per_token", prof.gpu_busy_ms_per_token, "ms",
@@ -253,9 +248,9 @@ helpers.record("baseline.wall_ms_per_token", prof.wall_ms_per_token, "ms",
                "wall-clock per decoded token, prefill excluded")
 
 print(f"decode steps profiled:     {prof.tokens_profiled - 1}")
-print(f"kernel launches per token: {fmt(prof.launches_per_token, 'launches', 0)}")
-print(f"GPU-busy time per token:   {fmt(prof.gpu_busy_ms_per_token)}")
-print(f"wall time per token:       {fmt(prof.wall_ms_per_token)}")
+print(f"kernel launches per token: {helpers.fmt(prof.launches_per_token, 0, 'launches')}")
+print(f"GPU-busy time per token:   {helpers.fmt(prof.gpu_busy_ms_per_token, 3, 'ms')}")
+print(f"wall time per token:       {helpers.fmt(prof.wall_ms_per_token, 3, 'ms')}")
 if prof.note:
     print("note:", prof.note)
 

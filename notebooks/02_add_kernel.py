@@ -213,15 +213,11 @@ prof_triton = helpers.profile_call(lambda: kernels.add(x, y))
 prof_torch = helpers.profile_call(lambda: torch.add(x, y))
 
 
-def fmt(value, digits=4):
-    return "n/a (CPU)" if value is None else f"{value:.{digits}f}"
-
-
 helpers.show(pd.DataFrame([
-    {"version": "Triton add", "kernels per call": fmt(prof_triton.launches, 0),
-     "GPU-busy ms": fmt(prof_triton.gpu_busy_ms), "wall ms": fmt(prof_triton.wall_ms)},
-    {"version": "torch.add", "kernels per call": fmt(prof_torch.launches, 0),
-     "GPU-busy ms": fmt(prof_torch.gpu_busy_ms), "wall ms": fmt(prof_torch.wall_ms)},
+    {"version": "Triton add", "kernels per call": helpers.fmt(prof_triton.launches, 0),
+     "GPU-busy ms": helpers.fmt(prof_triton.gpu_busy_ms, 4), "wall ms": helpers.fmt(prof_triton.wall_ms, 4)},
+    {"version": "torch.add", "kernels per call": helpers.fmt(prof_torch.launches, 0),
+     "GPU-busy ms": helpers.fmt(prof_torch.gpu_busy_ms, 4), "wall ms": helpers.fmt(prof_torch.wall_ms, 4)},
 ]))
 
 # %%

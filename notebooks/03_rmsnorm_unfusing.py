@@ -409,13 +409,9 @@ with torch.no_grad():
              "two-pass": helpers.profile_call(lambda: kernels.rmsnorm_two_pass(x, w, eps))}
 
 
-def fmt(value, digits=0):
-    return "n/a (CPU)" if value is None else f"{value:.{digits}f}"
-
-
 helpers.show(pd.DataFrame([
-    {"version": name, "kernels per call": fmt(c.launches),
-     "GPU-busy µs": fmt(None if c.gpu_busy_ms is None else 1e3 * c.gpu_busy_ms, 1),
+    {"version": name, "kernels per call": helpers.fmt(c.launches, 0),
+     "GPU-busy µs": helpers.fmt(None if c.gpu_busy_ms is None else 1e3 * c.gpu_busy_ms, 1),
      "wall µs per call": round(1e3 * c.wall_ms, 1)}
     for name, c in calls.items()
 ]))
@@ -484,10 +480,10 @@ same = int((after.ids == before.ids).sum())
 print(f"RMSNorm modules replaced: {counts['rmsnorm']} (of {n_norms})")
 helpers.show(pd.DataFrame([
     {"model": label, "tokens/s": round(t.tokens_per_s, 2), "spread %": round(t.spread_pct, 1),
-     "launches per token": fmt(p.launches_per_token) if p else "",
+     "launches per token": helpers.fmt(p.launches_per_token, 0) if p else "",
      "Triton launches per token": p.project_launches_per_token if p else "",
      "wall ms per token": round(p.wall_ms_per_token, 3) if p else "",
-     "GPU-busy ms per token": fmt(p.gpu_busy_ms_per_token, 3) if p else ""}
+     "GPU-busy ms per token": helpers.fmt(p.gpu_busy_ms_per_token, 3) if p else ""}
     for label, t, p in (("original", before, prof_before), ("two-pass RMSNorm", after, prof_after),
                         ("original, again", again, None))
 ]))

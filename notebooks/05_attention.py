@@ -248,15 +248,14 @@ def launches(shape, version):
     return cell(shape, version, "our launches") if total is None or pd.isna(total) else total
 
 
-launch_note = ("every CUDA kernel per call (torch.profiler)" if helpers.HAS_GPU else
-               "CPU mode: our Triton kernels only (no CUDA kernels to count)")
 for prefix, shape in (("", "blog"), ("qwen_", "qwen")):
     s = SHAPES[shape]
     where = f"q [{s['B']},{s['Hq']},{s['S']},{s['D']}], k/v [{s['B']},{s['Hkv']},{s['T']},{s['D']}]"
     helpers.record(f"attention.{prefix}sdpa_ms", cell(shape, "sdpa"), "ms", f"F.scaled_dot_product_attention, {where}")
     helpers.record(f"attention.{prefix}torch_ops_ms", cell(shape, "torch_ops"), "ms", f"PyTorch ops, {where}")
     helpers.record(f"attention.{prefix}slow_ms", cell(shape, "slow"), "ms", f"per-head loop, our kernels, {where}")
-    helpers.record(f"attention.{prefix}slow_launches", launches(shape, "slow"), "launches", launch_note)
+    helpers.record(f"attention.{prefix}slow_launches", launches(shape, "slow"), "launches",
+                   helpers.launch_note(per="call"))
 
 # %%
 helpers.show(helpers.compare(["attention.sdpa_ms", "attention.torch_ops_ms", "attention.slow_ms",
@@ -436,7 +435,7 @@ helpers.record("attention.tps_original", original.tokens_per_s, "tokens/s",
 helpers.record("attention.tps_custom", custom.tokens_per_s, "tokens/s",
                f"{n_attention} attention modules on the slow path; prompt {SIZES.prompt_len}, "
                f"{SIZES.new_tokens} new tokens")
-helpers.record("attention.launches_per_token_custom", profile_custom.launches, "launches", launch_note)
+helpers.record("attention.launches_per_token_custom", profile_custom.launches, "launches", helpers.launch_note())
 
 # %%
 slowdown = original.tokens_per_s / custom.tokens_per_s

@@ -170,16 +170,14 @@ helpers.show(per_token)
 print(f"our launches per token: {profile_custom.project_launches_per_token:.0f} measured, "
       f"{expected_ours} predicted by hand")
 
-launch_note = ("every CUDA kernel per decoded token (torch.profiler)" if helpers.HAS_GPU else
-               "CPU mode: our Triton kernels only (no CUDA kernels to count)")
 slowdown = original.tokens_per_s / custom.tokens_per_s
 helpers.record("full.tps_original", original.tokens_per_s, "tokens/s", f"prompt {SIZES.prompt_len}, {N} new tokens")
 helpers.record("full.tps_custom", custom.tokens_per_s, "tokens/s",
                f"{counts['rmsnorm']} two-pass RMSNorm + {census['linear']} matmul + {counts['attention']} "
                f"slow attention; prompt {SIZES.prompt_len}, {N} new tokens")
 helpers.record("full.slowdown", slowdown, "x slower", "full.tps_original / full.tps_custom")
-helpers.record("full.launches_per_token_original", profile_original.launches, "launches", launch_note)
-helpers.record("full.launches_per_token_custom", profile_custom.launches, "launches", launch_note)
+helpers.record("full.launches_per_token_original", profile_original.launches, "launches", helpers.launch_note())
+helpers.record("full.launches_per_token_custom", profile_custom.launches, "launches", helpers.launch_note())
 if helpers.HAS_GPU:
     helpers.record("full.gpu_busy_ms_per_token_original", profile_original.gpu_busy_ms_per_token, "ms",
                    "summed kernel time per decoded token")

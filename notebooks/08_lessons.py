@@ -142,15 +142,13 @@ if REMEASURE:
         fresh_c = helpers.measure_tps(model, P, N, tokenizer)
         prof_c = helpers.profile_decode(model, P, N, tokenizer)
     note = f"re-measured in chapter 8: prompt {P}, {N} new tokens"
-    launch_note = ("every CUDA kernel per decoded token" if helpers.HAS_GPU else
-                   "CPU mode: our Triton kernels only")
     helpers.record("lessons.tps_original", fresh_o.tokens_per_s, "tokens/s", note)
     helpers.record("lessons.tps_custom", fresh_c.tokens_per_s, "tokens/s", note + ", every custom kernel on")
     helpers.record("lessons.slowdown", fresh_o.tokens_per_s / fresh_c.tokens_per_s, "x slower", note)
     helpers.record("lessons.our_launches_per_token_custom", prof_c.project_launches_per_token, "launches",
                    "our Triton kernels per decoded token, every custom kernel on")
     for tag, p in (("original", prof_o), ("custom", prof_c)):
-        helpers.record(f"lessons.launches_per_token_{tag}", p.launches, "launches", launch_note)
+        helpers.record(f"lessons.launches_per_token_{tag}", p.launches, "launches", helpers.launch_note())
         helpers.record(f"lessons.wall_ms_per_token_{tag}", p.wall_ms_per_token, "ms", "decode only, no profiler")
         if p.gpu_busy_ms_per_token is not None:
             helpers.record(f"lessons.gpu_busy_ms_per_token_{tag}", p.gpu_busy_ms_per_token, "ms",

@@ -278,3 +278,16 @@ def test_blog_values_by_id():
                                         (30.0, 2.0, "15x slower")])
 def test_versus_says_which_way(a, b, text):
     assert helpers.versus(a, b) == text
+
+
+def test_fmt_says_where_a_number_cannot_be_measured():
+    assert helpers.fmt(None, 2, "ms") == "n/a (CPU)"
+    assert helpers.fmt(1.23456, 2, "ms") == "1.23 ms"
+    assert helpers.fmt(1655.4, 0) == "1655"
+
+
+def test_launch_note_names_what_was_counted(monkeypatch):
+    monkeypatch.setattr(helpers, "HAS_GPU", True)
+    assert helpers.launch_note(per="call") == "every CUDA kernel per call (torch.profiler)"
+    monkeypatch.setattr(helpers, "HAS_GPU", False)
+    assert "our Triton kernels only" in helpers.launch_note()
