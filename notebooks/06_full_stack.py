@@ -364,12 +364,16 @@ ax.legend(fontsize=8)
 helpers.save_figure(fig, "full_stack_divergence")
 plt.show()
 closest = int(margins.argmin())
+n_smallest = int((margins == margins.min()).sum())
+n_close = int((margins <= logit_gap).sum())  # steps where the models' difference could outweigh the pick
 helpers.md(
     f"Over the {len(margins)} steps shown, the two models' logits differed by at most "
     f"{logit_gap.max():.3g} (median {logit_gap.median():.3g}), while the original's top-2 margin had a median "
-    f"of {margins.median():.3g} and dipped to {margins.min():.3g} at token {closest}. A pick flips only where the "
-    "margin falls below the difference between the models: the red line"
-    + (" marks where that happened." if first >= 0 else " would mark it; here it never did.")
+    f"of {margins.median():.3g} and dipped to {margins.min():.3g}, first at token {closest}"
+    + (f" and {n_smallest} times in all" if n_smallest > 1 else "")
+    + f". A pick can flip only where the margin is no larger than the difference between the models: that "
+    f"happened at {n_close} of the {len(margins)} steps, and"
+    + (" the red line marks the first step where a pick did flip." if first >= 0 else " no pick flipped.")
 )
 
 # %% [markdown]

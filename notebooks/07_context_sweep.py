@@ -172,9 +172,12 @@ helpers.md(
     + ("Decode stayed nearly pinned: its cost is set by what each step launches, not by the length of the context."
        if all(0.8 < g < 1.25 for g in decode_growth) else
        "Here decode time moved with the context too: each step's work on the growing KV cache was a visible "
-       "part of its time." if max(decode_growth) >= 1.25 else
-       "Decode per token even came out faster with the longer prompt: the noise between runs is larger here "
-       "than any effect of the context.")
+       "part of its time." if min(decode_growth) > 1.05 and max(decode_growth) >= 1.25 else
+       "Decode per token even came out faster with the longer prompt" if max(decode_growth) < 0.95 else
+       "The two models' decode times did not move together, although a longer cache adds work to both")
+    + ("" if all(0.8 < g < 1.25 for g in decode_growth) or min(decode_growth) > 1.05 else
+       f": with repeats of one measurement differing by up to {sweep['spread %'].max():.0f}%, the noise between "
+       "runs is larger here than any effect of the context.")
 )
 
 # %% [markdown]

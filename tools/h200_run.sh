@@ -3,7 +3,7 @@
 # wheels travel in .whl/, fetched beforehand with ../shared/tools/device-wheels.sh).
 #   bash tools/h200_run.sh tests             # the test suite on the GPU
 #   bash tools/h200_run.sh series 01 02 03   # those chapters, full size, outputs written
-#   bash tools/h200_run.sh split "01 02 03 04 05" "06 07"
+#   bash tools/h200_run.sh split "01 02 03 04 05" "06"
 #                                            # two groups side by side, one GPU each (nvidia-h200-x2),
 #                                            # each stopped after GROUP_TIMEOUT seconds (default 560) so
 #                                            # that the tarball is always written; chapter 8 reads every
