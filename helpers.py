@@ -207,7 +207,7 @@ def launch_note(per: str = "decoded token") -> str:
     """What a launch count in results.csv counts: every CUDA kernel on a GPU, our own kernels in CPU mode."""
     if HAS_GPU:
         return f"every CUDA kernel per {per} (torch.profiler)"
-    return "CPU mode: our Triton kernels only (no CUDA kernels to count)"
+    return f"CPU mode: our Triton kernels per {per} only (no CUDA kernels to count)"
 
 
 def md(text: str) -> None:

@@ -284,10 +284,12 @@ def test_fmt_says_where_a_number_cannot_be_measured():
     assert helpers.fmt(None, 2, "ms") == "n/a (CPU)"
     assert helpers.fmt(1.23456, 2, "ms") == "1.23 ms"
     assert helpers.fmt(1655.4, 0) == "1655"
+    assert helpers.fmt(1.23456) == "1.235"  # 3 digits, no unit
 
 
 def test_launch_note_names_what_was_counted(monkeypatch):
     monkeypatch.setattr(helpers, "HAS_GPU", True)
     assert helpers.launch_note(per="call") == "every CUDA kernel per call (torch.profiler)"
     monkeypatch.setattr(helpers, "HAS_GPU", False)
-    assert "our Triton kernels only" in helpers.launch_note()
+    assert helpers.launch_note(per="call") == "CPU mode: our Triton kernels per call only (no CUDA kernels to count)"
+    assert "per decoded token" in helpers.launch_note()
