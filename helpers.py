@@ -29,15 +29,66 @@ import torch
 ROOT = Path(__file__).resolve().parent
 
 # --- Mode -------------------------------------------------------------------------------------
-# SLOWER_MODE=quick: small sizes on a GPU (e.g. nbmake on a GPU CI runner).
-# SLOWER_MODE=cpu: force the interpreter even where a GPU exists.
-_FORCED = os.environ.get("SLOWER_MODE", "").strip().lower()
-if _FORCED not in ("", "full", "quick", "cpu"):
-    raise ValueError(f"SLOWER_MODE must be 'full', 'quick' or 'cpu', got {_FORCED!r}")
-HAS_GPU = torch.cuda.is_available() and _FORCED != "cpu"
+MODES = ("full", "quick", "cpu")
+
+
+def resolve_mode(requested: str | None, gpu_available: bool) -> str:
+    """The mode to run in, from ``SLOWER_MODE`` (``requested``) and whether a GPU is visible.
+
+    Unset: ``full`` on a GPU, ``cpu`` without one. ``full`` or ``quick`` (small sizes on a GPU, e.g. a
+    GPU CI runner) without a GPU is an error, never a silent switch to CPU mode; ``cpu`` forces
+    Triton's interpreter even where a GPU exists.
+    """
+    requested = (requested or "").strip().lower()
+    if requested and requested not in MODES:
+        raise ValueError(f"SLOWER_MODE must be one of {', '.join(MODES)} (or unset), got {requested!r}")
+    if requested in ("full", "quick") and not gpu_available:
+        raise RuntimeError(f"SLOWER_MODE={requested} asks for a GPU, but PyTorch sees none "
+                           f"(torch {torch.__version__}, CUDA build: {torch.version.cuda or 'no'}). "
+                           "Attach a GPU (on Colab: Runtime > Change runtime type > T4 GPU), install a CUDA "
+                           "build of PyTorch, or set SLOWER_MODE=cpu for Triton's interpreter.")
+    return requested or ("full" if gpu_available else "cpu")
+
+
+MODE = resolve_mode(os.environ.get("SLOWER_MODE"), torch.cuda.is_available())
+HAS_GPU = MODE != "cpu"
 if not HAS_GPU:  # must happen before any @triton.jit function is defined
     os.environ.setdefault("TRITON_INTERPRET", "1")
-MODE = "cpu" if not HAS_GPU else ("quick" if _FORCED == "quick" else "full")
+
+
+def parse_cpus(spec: str) -> set[int]:
+    """'3' -> {3}; '2-5' -> {2, 3, 4, 5}; '0,2' -> {0, 2}: the form of ``taskset -c``."""
+    cpus = set()
+    try:
+        for part in filter(None, (p.strip() for p in spec.split(","))):
+            lo, dash, hi = part.partition("-")
+            cpus.update(range(int(lo), int(hi if dash else lo) + 1))
+    except ValueError:
+        cpus = set()
+    if not cpus:
+        raise ValueError(f"SLOWER_PIN_CPUS must list CPU cores like '3', '2-5' or '0,2', got {spec!r}")
+    return cpus
+
+
+def pin_cpus(spec: str | None) -> set[int] | None:
+    """Pin this process to the cores in ``spec`` (``SLOWER_PIN_CPUS``); None (and nothing done) when unset.
+
+    At batch size 1 the host sets the pace, and a process that the OS moves between cores runs at a
+    less steady speed; pinning narrows the spread of tokens/s on some hosts and not on others.
+    """
+    if not spec:
+        return None
+    cpus = parse_cpus(spec)
+    if not hasattr(os, "sched_setaffinity"):
+        raise RuntimeError("SLOWER_PIN_CPUS needs os.sched_setaffinity (Linux)")
+    available = os.sched_getaffinity(0)
+    if not cpus <= available:
+        raise ValueError(f"SLOWER_PIN_CPUS={spec!r} names cores this process cannot use; it may use {sorted(available)}")
+    os.sched_setaffinity(0, cpus)
+    return cpus
+
+
+PINNED_CPUS = pin_cpus(os.environ.get("SLOWER_PIN_CPUS", "").strip())
 
 import kernels  # noqa: E402  (after TRITON_INTERPRET is settled)
 
@@ -85,7 +136,11 @@ def hardware_slug(gpu_name: str | None = None) -> str:
 
 
 SLUG = hardware_slug()
-RESULTS_DIR = ROOT / "figures" / (SLUG if MODE == "full" else "cpu" if MODE == "cpu" else f"{SLUG}-quick")
+# Where this run's results and figures go: runs/<slug> (ignored by git), or figures/<slug> where the run
+# is meant to be committed (``python tools/run_series.py --commit`` sets SLOWER_RESULTS_ROOT=figures).
+RESULTS_ROOT = Path(os.environ.get("SLOWER_RESULTS_ROOT") or ROOT / "runs")
+RESULTS_DIR = RESULTS_ROOT / (SLUG if MODE == "full" else "cpu" if MODE == "cpu" else f"{SLUG}-quick")
+COMMITTED_DIR = ROOT / "figures"  # the committed runs: figures/h200 (full run), figures/cpu/runtimes.csv
 
 # Nominal memory bandwidth in GB/s (vendor datasheets), for the weight-read floor.
 NOMINAL_GB_S = {"t4": 320, "l4": 300, "a10": 600, "a10g": 600, "v100": 900, "p100": 732, "a100": 1555,
@@ -102,6 +157,7 @@ class Sizes:
     new_tokens_context: int    # chapter 7
     context_prompts: tuple     # chapter 7's prompt lengths
     repeats: int               # timed generations per measurement (the median is reported)
+    rounds: int                # rounds of an interleaved comparison (compare_configs): every config once each
     profile_tokens: int        # decode steps under torch.profiler (its bookkeeping is slow)
     add_n: int                 # elements for the headline add timing
     add_sweep: tuple           # element counts for the add sweep
@@ -118,7 +174,7 @@ class Sizes:
 SIZES_BY_MODE = {
     "full": Sizes(
         prompt_len=32, new_tokens=128, new_tokens_full_stack=512, new_tokens_context=32,
-        context_prompts=(128, 256, 512, 1024), repeats=3, profile_tokens=16,
+        context_prompts=(128, 256, 512, 1024), repeats=3, rounds=8, profile_tokens=16,
         add_n=2**20, add_sweep=tuple(2**k for k in range(12, 27, 2)),
         rmsnorm_hidden=1024, rmsnorm_rows=512, rmsnorm_decode_rows=1,
         rmsnorm_sweep_rows=(1, 4, 16, 64, 256, 1024, 4096),
@@ -127,7 +183,7 @@ SIZES_BY_MODE = {
         attention_qwen_shape=dict(B=1, Hq=16, Hkv=8, S=1, T=512, D=128)),
     "quick": Sizes(
         prompt_len=16, new_tokens=16, new_tokens_full_stack=32, new_tokens_context=8,
-        context_prompts=(64, 128), repeats=2, profile_tokens=4,
+        context_prompts=(64, 128), repeats=2, rounds=3, profile_tokens=4,
         add_n=2**16, add_sweep=tuple(2**k for k in range(12, 21, 4)),
         rmsnorm_hidden=1024, rmsnorm_rows=64, rmsnorm_decode_rows=1, rmsnorm_sweep_rows=(1, 16, 256),
         matmul_shape=(64, 1024, 1024), matmul_decode_shape=(1, 1024, 1024),
@@ -135,7 +191,7 @@ SIZES_BY_MODE = {
         attention_qwen_shape=dict(B=1, Hq=16, Hkv=8, S=1, T=128, D=128)),
     "cpu": Sizes(
         prompt_len=16, new_tokens=8, new_tokens_full_stack=12, new_tokens_context=4,
-        context_prompts=(16, 32), repeats=1, profile_tokens=4,
+        context_prompts=(16, 32), repeats=1, rounds=2, profile_tokens=4,
         add_n=2**12, add_sweep=(2**8, 2**10, 2**12, 2**14),
         rmsnorm_hidden=64, rmsnorm_rows=16, rmsnorm_decode_rows=1, rmsnorm_sweep_rows=(1, 4, 16, 64),
         matmul_shape=(16, 64, 128), matmul_decode_shape=(1, 64, 128),
@@ -169,7 +225,8 @@ def env_info() -> dict:
     else:
         info.update(compute_capability="-", memory_gib="-", cuda="-")
     info.update(python=platform.python_version(), torch=torch.__version__, triton=triton.__version__,
-                transformers=transformers.__version__)
+                transformers=transformers.__version__,
+                pinned=f"cores {','.join(map(str, sorted(PINNED_CPUS)))}" if PINNED_CPUS else "no")
     return info
 
 
@@ -635,8 +692,270 @@ def bandwidth(model, tokens_per_s: float) -> dict:
     return out
 
 
+# --- Two clocks ---------------------------------------------------------------------------------
+# Every kernel timing names its clock:
+# * GPU time: how long the GPU works on one call, from replaying the call in a CUDA graph
+#   (``triton.testing.do_bench_cudagraph``): the host is out of the loop, so microsecond kernels are
+#   timed, not the launches that start them.
+# * host time: the host's wall clock per call when calls run back to back, synchronised before and after
+#   the loop. For a microsecond kernel this is the price of launching it, not of running it.
+# In CPU mode there is one clock: the interpreter's wall time (numpy doing the kernel's work).
+CLOCK_LABELS = {"gpu": "GPU time (CUDA-graph replay)", "host": "host time per call (back to back, synchronised)",
+                "interpreter": "interpreter wall time (CPU mode)"}
+
+
+@dataclass
+class KernelTime:
+    """One call of ``fn`` on both clocks, and how many kernels it launches."""
+    gpu_ms: float | None   # GPU time per call (CUDA-graph replay); None in CPU mode
+    host_ms: float         # host wall time per call (interpreter wall time in CPU mode)
+    launches: float        # kernels per call: every CUDA kernel on a GPU, our Triton kernels in CPU mode
+
+    @property
+    def host_clock(self) -> str:
+        return CLOCK_LABELS["host" if HAS_GPU else "interpreter"]
+
+
+def host_ms_per_call(fn, calls: int | None = None, repeats: int = 5) -> float:
+    """Median host wall time of one call, from ``repeats`` synchronised loops of ``calls`` calls."""
+    calls = calls or (200 if HAS_GPU else 2)
+    fn()  # warm-up: compilation and caches
+    _sync()
+    loops = []
+    for _ in range(repeats if HAS_GPU else 3):
+        _sync()
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        _sync()
+        loops.append((time.perf_counter() - start) / calls)
+    return statistics.median(loops) * 1e3
+
+
+def gpu_ms_per_call(fn) -> float | None:
+    """GPU time of one call from CUDA-graph replay (median); None in CPU mode, where there is no GPU."""
+    if not HAS_GPU:
+        return None
+    import triton.testing
+
+    fn()  # compile outside the graph capture
+    _sync()
+    return triton.testing.do_bench_cudagraph(fn, return_mode="median")
+
+
+def launches_per_call(fn) -> float:
+    """CUDA kernels one call launches (torch.profiler) on a GPU; our Triton kernels in CPU mode."""
+    if HAS_GPU:
+        fn()
+        _sync()
+        return float(_kernel_stats(fn)[0])
+    with kernels.count_launches() as counted:
+        fn()
+    return float(sum(counted.values()))
+
+
+def time_call(fn, calls: int | None = None) -> KernelTime:
+    """``fn`` (a call that launches kernels) on both clocks: GPU time and host time per call."""
+    return KernelTime(gpu_ms_per_call(fn), host_ms_per_call(fn, calls), launches_per_call(fn))
+
+
+@dataclass
+class LaunchPrices:
+    """Host time of one launch that does no work: what every kernel costs before it runs."""
+    triton_us: float  # an empty Triton kernel (kernels.empty): our launcher's Python and Triton's dispatch
+    torch_us: float   # a one-element PyTorch op (x.add_(1)): PyTorch's dispatcher and the CUDA launch
+    calls: int        # launches per synchronised loop
+
+    @property
+    def clock(self) -> str:
+        return CLOCK_LABELS["host" if HAS_GPU else "interpreter"]
+
+
+def launch_prices(calls: int | None = None) -> LaunchPrices:
+    """The price of one launch on this host: an empty Triton kernel against a one-element PyTorch op."""
+    calls = calls or (3000 if HAS_GPU else 5)
+    x = torch.zeros(1, device=DEVICE, dtype=DTYPE)
+    triton_ms = host_ms_per_call(lambda: kernels.empty(x), calls)
+    torch_ms = host_ms_per_call(lambda: x.add_(1), calls)
+    return LaunchPrices(triton_ms * 1e3, torch_ms * 1e3, calls)
+
+
+def predict_wall_ms(launches: float, our_launches: float, gpu_busy_ms: float, per_torch_launch_us: float,
+                    prices: LaunchPrices) -> float:
+    """The launch-budget model: wall ms per decoded token from what one token launches.
+
+    At batch size 1 the host launches kernels one after another and the GPU runs each as it comes, so a
+    token takes the longer of the host's work and the GPU's: ``max(host, gpu_busy_ms)``. The host's work is
+    ``per_torch_launch_us`` for each PyTorch kernel (the framework's Python around each op: fitted once,
+    on the original model, where every kernel is PyTorch's) and, for each of our Triton launches, the same
+    framework price plus what an empty Triton launch costs beyond an empty PyTorch op (both measured by
+    ``launch_prices``).
+    """
+    ours_us = per_torch_launch_us + (prices.triton_us - prices.torch_us)
+    host_ms = ((launches - our_launches) * per_torch_launch_us + our_launches * ours_us) / 1e3
+    return max(host_ms, gpu_busy_ms)
+
+
+def fit_torch_launch_us(wall_ms: float, launches: float) -> float:
+    """The per-launch price of the original model (only PyTorch kernels): its wall ms per token over its
+    launches. Fitted on one configuration; ``predict_wall_ms`` is then judged on all the others."""
+    if launches <= 0:
+        raise ValueError(f"launches must be positive, got {launches}")
+    return wall_ms * 1e3 / launches
+
+
+# --- Interleaved comparisons and the verdict ----------------------------------------------------
+ORIGINAL, ORIGINAL_AGAIN = "original", "original (again)"  # the A/A pair: the original against itself
+MIN_EFFECT = 0.05  # the smallest change (5%) the series calls real, however quiet the host
+
+
+@dataclass
+class Ratio:
+    """Per-round ratios of a configuration's time to the original's (above 1: slower), summarised."""
+    median: float
+    low: float     # lower quartile of the per-round ratios
+    high: float    # upper quartile
+    values: list
+
+    @classmethod
+    def of(cls, values) -> "Ratio":
+        values = [float(v) for v in values]
+        if len(values) == 1:
+            return cls(values[0], values[0], values[0], values)
+        q = statistics.quantiles(values, n=4, method="inclusive")
+        return cls(statistics.median(values), q[0], q[2], values)
+
+    @property
+    def spread_pct(self) -> float:
+        """Half the interquartile range, in percent of the median."""
+        return 100 * (self.high - self.low) / 2 / self.median
+
+
+@dataclass
+class Verdict:
+    """The words for a ratio, and whether it stands out of the noise."""
+    text: str       # "1.80x slower", "1.25x faster" or "within noise"
+    real: bool      # outside the noise: the words may say slower or faster
+    ratio: float
+    noise: float    # the threshold used: a ratio within 1 +- noise is "within noise"
+
+
+def noise_threshold(floor: Ratio | None = None) -> float:
+    """How far from 1 a median ratio must be to count as a difference: twice the A/A floor's own
+    distance from 1 (the original against itself, measured in the same run), and never under MIN_EFFECT."""
+    return max(MIN_EFFECT, 2 * abs(floor.median - 1)) if floor is not None else MIN_EFFECT
+
+
+def verdict(ratio: Ratio | float, floor: Ratio | None = None) -> Verdict:
+    """One policy for every chapter: a ratio of times (above 1: slower) in words.
+
+    Real when the median is further from 1 than ``noise_threshold(floor)`` and, where per-round values
+    exist, the middle half of them (the quartiles) lies on the same side of 1.
+    """
+    r = ratio if isinstance(ratio, Ratio) else Ratio.of([ratio])
+    noise = noise_threshold(floor)
+    same_side = r.low > 1 or r.high < 1
+    real = abs(r.median - 1) > noise and same_side
+    if not real:
+        return Verdict("within noise", False, r.median, noise)
+    factor = r.median if r.median > 1 else 1 / r.median
+    text = (f"{factor:.0f}x" if factor >= 10 else f"{factor:.2f}x") + (" slower" if r.median > 1 else " faster")
+    return Verdict(text, True, r.median, noise)
+
+
+@dataclass
+class Comparison:
+    """Configurations of one model measured in shuffled rounds, against the original in each round."""
+    tokens_per_s: dict     # name -> median tokens/s over the rounds
+    seconds: dict          # name -> the per-round seconds of one generation
+    ratios: dict           # name -> Ratio of its time to the original's, round by round (ORIGINAL_AGAIN too)
+    orders: list           # the order of each round
+    prompt_len: int
+    new_tokens: int
+
+    @property
+    def floor(self) -> Ratio:
+        """The A/A floor of this very run: the original against itself."""
+        return self.ratios[ORIGINAL_AGAIN]
+
+    def verdict(self, name: str) -> Verdict:
+        return verdict(self.ratios[name], self.floor)
+
+    def record(self, name: str, id: str, note: str = "") -> Verdict:
+        """Record the time ratio of ``name`` to the original under ``id`` ("x slower"), with its quartiles
+        and verdict; returns the verdict."""
+        v = self.verdict(name)
+        floor = self.floor
+        record(id, self.ratios[name].median, "x slower",
+               (note + "; " if note else "") + f"median of {len(self.orders)} shuffled rounds, A/A floor "
+               f"{floor.median:.3f} ({floor.low:.2f}-{floor.high:.2f})", spread=self.ratios[name], verdict=v.text)
+        return v
+
+    def table(self):
+        """One row per configuration: median tokens/s, ratio to the original with its quartiles, verdict."""
+        import pandas as pd
+
+        rows = []
+        for name, tps in self.tokens_per_s.items():
+            r = self.ratios.get(name)
+            rows.append({"configuration": name, "tokens/s (median)": tps,
+                         "time ratio to original (median)": r.median if r else 1.0,
+                         "quartiles": f"{r.low:.2f}-{r.high:.2f}" if r else "-",
+                         "verdict": self.verdict(name).text if r else "reference"})
+        return pd.DataFrame(rows)
+
+
+def compare_configs(model, configs: dict, prompt_len: int | None = None, new_tokens: int | None = None,
+                    rounds: int | None = None, tokenizer=None, seed: int = 0) -> Comparison:
+    """Tokens/s of several configurations of ``model``, interleaved so that host noise hits all alike.
+
+    ``configs`` maps a name to the keyword arguments of ``patched`` (``{}`` is the original; a key
+    ``use_cache=False`` generates without the KV cache). The original
+    and its copy ``ORIGINAL_AGAIN`` are always added: their ratio is the run's A/A noise floor. Each of
+    ``rounds`` rounds times one greedy generation of every configuration, in an order shuffled with a fixed
+    seed; each configuration's time is divided by the original's time of the same round.
+    """
+    import random
+
+    prompt_len = SIZES.prompt_len if prompt_len is None else prompt_len
+    new_tokens = SIZES.new_tokens if new_tokens is None else new_tokens
+    rounds = SIZES.rounds if rounds is None else rounds
+    if rounds < 1:
+        raise ValueError(f"rounds must be at least 1, got {rounds}")
+    reserved = {ORIGINAL, ORIGINAL_AGAIN} & set(configs)
+    if reserved:
+        raise ValueError(f"configs: {sorted(reserved)} are added by compare_configs itself; use other names")
+    every = {ORIGINAL: {}, ORIGINAL_AGAIN: {}, **configs}
+    for name, kwargs in every.items():
+        if not isinstance(kwargs, dict):
+            raise TypeError(f"configs[{name!r}] must be a dict of patched() arguments, got {type(kwargs).__name__}")
+    ids = make_prompt(prompt_len, tokenizer, model.config.vocab_size)
+
+    def run(name):
+        kwargs = dict(every[name])
+        use_cache = kwargs.pop("use_cache", True)
+        with patched(model, **kwargs):
+            return _generate(model, ids, new_tokens, use_cache)[1]
+
+    for name in every:  # warm-up: every shape and specialisation met once, untimed
+        run(name)
+    seconds = {name: [] for name in every}
+    orders = []
+    for r in progress(range(rounds), desc="rounds"):
+        order = list(every)
+        random.Random(seed * 10_007 + r).shuffle(order)
+        orders.append(order)
+        for name in order:
+            seconds[name].append(run(name))
+    base = seconds[ORIGINAL]
+    ratios = {name: Ratio.of([t / b for t, b in zip(ts, base)]) for name, ts in seconds.items() if name != ORIGINAL}
+    tps = {name: new_tokens / statistics.median(ts) for name, ts in seconds.items()}
+    return Comparison(tps, seconds, ratios, orders, prompt_len, new_tokens)
+
+
 # --- Results ------------------------------------------------------------------------------------
-RESULT_COLUMNS = ["id", "value", "unit", "note", "slug", "mode", "model", "gpu", "python", "torch", "triton",
+RESULT_COLUMNS = ["id", "value", "unit", "note", "low", "high", "verdict", "slug", "mode", "model", "gpu", "python",
+                  "torch", "triton",
                   "transformers", "time"]
 
 
@@ -651,22 +970,39 @@ def results(path: Path | None = None):
     path = Path(path) if path else results_path()
     if not path.exists():
         return pd.DataFrame(columns=RESULT_COLUMNS)
-    return pd.read_csv(path, dtype={"id": str, "unit": str, "note": str}, keep_default_na=False,
-                       na_values={"value": [""]})
+    table = pd.read_csv(path, dtype={"id": str, "unit": str, "note": str, "verdict": str}, keep_default_na=False,
+                        na_values={"value": [""], "low": [""], "high": [""]})
+    for column in RESULT_COLUMNS:  # tables written before a column existed
+        if column not in table:
+            table[column] = float("nan") if column in ("low", "high") else ""
+    return table
 
 
-def record(id: str, value, unit: str, note: str = "") -> None:
-    """Store one measurement under ``id`` (a newer measurement replaces the older)."""
+def record(id: str, value, unit: str, note: str = "", spread: "Ratio | None" = None, verdict: str = "") -> None:
+    """Store one measurement under ``id`` (a newer measurement replaces the older).
+
+    ``id`` must be in the catalogue (``data/catalogue.csv``) with the same unit: one list of results.
+    ``spread`` (a Ratio, or anything with ``low`` and ``high``) stores the quartiles beside the value, and
+    ``verdict`` its words ("within noise", ...), so that chapter 8 carries every uncertainty along.
+    """
     import pandas as pd
+
+    entry = catalogue_entry(id)
+    if entry is None:
+        raise ValueError(f"record: id {id!r} is not in {CATALOGUE_PATH.name}; add a row for it there first")
+    if entry["unit"] != unit:
+        raise ValueError(f"record: {id!r} is catalogued in {entry['unit']!r}, got unit {unit!r}")
 
     info = env_info()
     value = float("nan") if value is None else float(value)
-    row = {"id": id, "value": value, "unit": unit, "note": note, "slug": SLUG, "mode": MODE,
+    low, high = (float(spread.low), float(spread.high)) if spread is not None else (float("nan"), float("nan"))
+    row = {"id": id, "value": value, "unit": unit, "note": note, "low": low, "high": high, "verdict": verdict,
+           "slug": SLUG, "mode": MODE,
            "model": _MODEL_DESC, "gpu": info["gpu"], "python": info["python"], "torch": info["torch"],
            "triton": info["triton"], "transformers": info["transformers"],
            "time": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    with _locked(RESULTS_DIR / ".results.lock"):  # chapters may run side by side on two GPUs
+    with _locked(RESULTS_DIR / ".results.lock"):  # two notebooks open on one machine may both record
         table = results()
         table = table[table["id"] != id]
         table = pd.concat([table, pd.DataFrame([row])], ignore_index=True) if len(table) else pd.DataFrame([row])
@@ -675,33 +1011,45 @@ def record(id: str, value, unit: str, note: str = "") -> None:
 
 def write_csv_atomically(df, path: Path) -> None:
     """Write ``df`` to ``path`` through a temporary file and a rename, so that a reader in another
-    process (chapters may run side by side on two GPUs) sees the old table or the new one, never half."""
+    process (a notebook open beside a series run, say) sees the old table or the new one, never half."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     df.to_csv(tmp, index=False)
     os.replace(tmp, path)
 
 
-@contextmanager
 def _locked(path: Path):
-    """An exclusive lock on ``path`` where the OS offers one (POSIX); a no-op elsewhere."""
-    try:
-        import fcntl
-    except ImportError:  # Windows: one process at a time is the user's job
-        yield
-        return
-    with open(path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    """An exclusive lock on ``path``, for any OS (filelock comes with the model hub's client)."""
+    from filelock import FileLock
+
+    return FileLock(str(path))
+
+
+CATALOGUE_PATH = ROOT / "data" / "catalogue.csv"
+
+
+def catalogue():
+    """Every result id the series records, with its chapter, label, unit, headline flag and the blog's
+    value (``data/catalogue.csv``, the one list). An id part in braces, ``context.{prompt}.ratio``, stands
+    for any value."""
+    import pandas as pd
+
+    return pd.read_csv(CATALOGUE_PATH, dtype=str, keep_default_na=False, comment="#")
+
+
+def catalogue_entry(id: str) -> dict | None:
+    """The catalogue row that ``id`` is an instance of, or None."""
+    for row in catalogue().to_dict("records"):
+        pattern = re.escape(row["id"])
+        pattern = re.sub(r"\\\{[a-z_]+\\\}", r"[A-Za-z0-9_\\-]+", pattern)
+        if re.fullmatch(pattern, id):
+            return row
+    return None
 
 
 def blog_numbers():
-    """The blog's T4 figures by result id (copied once from the post; blanks where it gives none)."""
-    import pandas as pd
-
-    return pd.read_csv(ROOT / "data" / "blog_numbers.csv", dtype=str, keep_default_na=False, comment="#")
+    """The blog's T4 figures by result id (columns id, blog_value, unit, note; blanks where it gives none)."""
+    table = catalogue()
+    return table[["id", "blog_value", "unit", "blog_note"]].rename(columns={"blog_note": "note"})
 
 
 def blog(id: str):
@@ -721,7 +1069,7 @@ def compare(ids=None):
     ``ids``: None (everything measured or quoted), a prefix such as ``"rmsnorm."``, or a list of ids.
     """
     yours = results()[["id", "value", "unit"]].rename(columns={"value": "yours"})
-    h200 = results(ROOT / "figures" / "h200" / "results.csv")[["id", "value", "unit"]].rename(
+    h200 = results(COMMITTED_DIR / "h200" / "results.csv")[["id", "value", "unit"]].rename(
         columns={"value": "h200", "unit": "h200_unit"})
     blog = blog_numbers()[["id", "blog_value", "unit"]].rename(columns={"blog_value": "blog_t4",
                                                                        "unit": "blog_unit"})
@@ -739,8 +1087,18 @@ def compare(ids=None):
     return table[["id", "yours", "h200", "blog_t4", "unit"]].reset_index(drop=True)
 
 
-CHAPTER_OF_PREFIX = {"baseline": "01 setup", "add": "02 add", "rmsnorm": "03 rmsnorm", "matmul": "04 matmul",
-                     "attention": "05 attention", "full": "06 full stack", "context": "07 context sweep"}
+def _chapter_of_prefix() -> dict:
+    """{"baseline": "01 setup", ...}: each id prefix and the chapter that records it, in chapter order
+    (from the catalogue; the lessons chapter's own re-measurements and run times left out)."""
+    out = {}
+    for row in catalogue().sort_values("chapter", kind="stable").to_dict("records"):
+        prefix = row["id"].split(".")[0]
+        if row["chapter"][:2].isdigit() and prefix not in ("lessons", "runtime"):
+            out.setdefault(prefix, row["chapter"].replace("_", " "))
+    return out
+
+
+CHAPTER_OF_PREFIX = _chapter_of_prefix()
 
 
 def summary_table():
@@ -752,3 +1110,115 @@ def summary_table():
     table.insert(0, "chapter", table["id"].str.split(".").str[0].map(CHAPTER_OF_PREFIX))
     table["_o"] = table["id"].str.split(".").str[0].map(order)
     return table.sort_values(["_o"], kind="stable").drop(columns="_o").reset_index(drop=True)
+
+
+# --- Plots ---
+# Appended helpers for the chapters' figures (tick labels) and for progress during long measurements.
+def _plain_number(value, _pos=None, view=None) -> str:
+    """A tick label as a reader writes the number: 128, 0.05, 4096. Powers of ten become 10^k outside
+    1e-4..1e5, and on every tick of an axis whose ``view`` (its limits) reaches beyond that range."""
+    import math
+
+    if value == 0:
+        return "0"
+    size = abs(value)
+    exponent = math.log10(size)
+    decade = abs(exponent - round(exponent)) < 1e-9
+    limits = [abs(v) for v in (view if view is not None else ()) if v != 0]  # a symlog axis may reach 0
+    beyond = bool(limits) and (min(limits) < 1e-4 or max(limits) >= 1e5)
+    if decade and (beyond or not 1e-4 <= size < 1e5):
+        return ("-" if value < 0 else "") + f"$10^{{{round(exponent)}}}$"
+    if 1e-4 <= size < 1e5:
+        return f"{value:.6g}"
+    if float(value).is_integer():
+        return f"{value:,.0f}"
+    return f"{value:.3g}"
+
+
+def count_label(n) -> str:
+    """A count in binary units, for ticks: 256, 1K, 16K, 4M (K = 1024, M = 1024**2)."""
+    n = int(n)
+    for unit, size in (("M", 2**20), ("K", 2**10)):
+        if n >= size and n % size == 0:
+            return f"{n // size}{unit}"
+    return str(n)
+
+
+def plain_log_ticks(ax, axis: str = "both", values=None, labels=None) -> None:
+    """Plain tick labels on a log axis of ``ax`` (``"x"``, ``"y"`` or ``"both"``): 128, 256, 0.05, never 6x10^1.
+
+    ``values``: put the ticks exactly there (a sweep's own points), labelled as plain numbers or with
+    ``labels``; no minor ticks. Without ``values``: ticks at 1, 2 and 5 times each power of ten in view (1, 2,
+    3 and 5 on an axis shorter than 1.2 decades; powers of ten alone, as 10^k, on one longer than four decades
+    or beyond 1e-4..1e5), unlabelled minor ticks between.
+    A symlog axis keeps its ticks and only gets the plain labels.
+    """
+    import math
+
+    from matplotlib import ticker
+
+    class _Plain(ticker.Formatter):
+        def __call__(self, x, pos=None):
+            return _plain_number(x, pos, self.axis.get_view_interval() if self.axis is not None else None)
+
+    class _OneTwoFive(ticker.LogLocator):
+        def tick_values(self, vmin, vmax):
+            lo, hi = sorted((vmin, vmax))
+            decades = math.log10(hi / lo) if lo > 0 else 0.0
+            if lo > 0 and (decades > 4 or lo < 1e-4 or hi >= 1e5):  # powers of ten only, labelled 10^k
+                subs = (1.0,)
+            else:
+                subs = (1.0, 2.0, 3.0, 5.0) if decades < 1.2 else (1.0, 2.0, 5.0)
+            self.set_params(subs=subs)
+            return super().tick_values(vmin, vmax)
+
+    for which in (("x", "y") if axis == "both" else (axis,)):
+        target = ax.xaxis if which == "x" else ax.yaxis
+        scale = ax.get_xscale() if which == "x" else ax.get_yscale()
+        if scale not in ("log", "symlog"):
+            continue
+        if values is not None:
+            ticks = [float(v) for v in values]
+            target.set_major_locator(ticker.FixedLocator(ticks))
+            target.set_minor_locator(ticker.NullLocator())
+            if labels is not None:
+                target.set_major_formatter(ticker.FixedFormatter(list(labels)))
+            else:
+                target.set_major_formatter(_Plain())
+            continue
+        if scale == "log":
+            target.set_major_locator(_OneTwoFive(base=10))
+            target.set_minor_locator(ticker.LogLocator(base=10, subs=tuple(range(2, 10))))
+        target.set_major_formatter(_Plain())
+        target.set_minor_formatter(ticker.NullFormatter())
+
+
+def forwards_per_tps(new_tokens: int, repeats: int | None = None) -> int:
+    """Forward passes ``measure_tps`` makes: a warm-up, ``repeats`` one-token runs and ``repeats`` timed runs."""
+    repeats = repeats or SIZES.repeats
+    return (repeats + 1) * new_tokens + repeats
+
+
+def forwards_per_profile(new_tokens: int | None = None) -> int:
+    """Forward passes ``profile_decode`` makes: warm-up, 3 timed n- and 1-token runs, the launch count runs
+    (n and 1 tokens) and, on a GPU, the profiled runs (n and 1 tokens)."""
+    n = max(2, min(new_tokens or SIZES.profile_tokens, SIZES.profile_tokens))
+    return n + 3 * (n + 1) + (n + 1) + ((n + 1) if HAS_GPU else 0)
+
+
+@contextmanager
+def generation_progress(model, total: int | None = None, desc: str = "generating"):
+    """A progress bar that advances once per forward pass of ``model`` (one per generated token) while the
+    ``with`` block runs: for single measurements that take minutes. The block's work is unchanged; the hook
+    adds one counter update, microseconds, to each forward pass."""
+    bar = progress(None, desc=desc, total=total, unit="forward", mininterval=1.0)
+
+    def advance(_module, _args, _output):
+        bar.update()  # returns nothing: a forward hook that returns a value replaces the model's output
+
+    handle = model.register_forward_hook(advance)
+    try:
+        yield bar
+    finally:
+        handle.remove()
+        bar.close()

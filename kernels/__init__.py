@@ -16,7 +16,7 @@ import triton  # noqa: E402  (after TRITON_INTERPRET is settled)
 
 INTERPRET: bool = bool(triton.knobs.runtime.interpret)  # True when kernels run in the interpreter
 
-from .add import add  # noqa: E402
+from .add import add, empty  # noqa: E402
 from .attention import attention_slow, attention_torch_ops  # noqa: E402
 from .configs import DEFAULT_TILE, TILE_CONFIGS, TileConfig  # noqa: E402
 from .launches import count_launches  # noqa: E402
@@ -31,6 +31,7 @@ __all__ = [
     "TILE_CONFIGS",
     "DEFAULT_TILE",
     "add",
+    "empty",
     "rmsnorm_fused",
     "rmsnorm_two_pass",
     "matmul",

@@ -43,3 +43,18 @@ def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     record(add_kernel)
     add_kernel[grid](x, y, out, n_elements, BLOCK_SIZE=ELEMENTWISE_BLOCK_SIZE)
     return out
+
+
+@triton.jit
+def empty_kernel(
+    x_ptr,  # any tensor: passed so that the launch carries one argument, as real kernels do
+):
+    """Does nothing. Launching it costs the price of one launch and nothing else (chapter 2)."""
+    pass
+
+
+def empty(x: torch.Tensor) -> None:
+    """Launch ``empty_kernel`` once on one program: the host's cost of a Triton launch, measurable alone."""
+    check_tensor(x, "x")
+    record(empty_kernel)
+    empty_kernel[(1,)](x)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import triton
 
 from . import INTERPRET
-from .add import add_kernel
+from .add import add_kernel, empty_kernel
 from .configs import ELEMENTWISE_BLOCK_SIZE, TILE_CONFIGS, row_block_size, row_num_warps
 from .matmul import matmul_kernel
 from .rmsnorm import rmsnorm_fused_kernel, rmsnorm_inv_rms_kernel, rmsnorm_scale_kernel
@@ -48,6 +48,7 @@ class CompileSpec:
 _ROW = dict(n_cols="i32", stride_xm="i32", stride_om="i32")
 _ARG_TYPES = {
     add_kernel: dict(x_ptr="*T", y_ptr="*T", out_ptr="*T", n_elements="i32"),
+    empty_kernel: dict(x_ptr="*T"),
     rmsnorm_fused_kernel: dict(x_ptr="*T", w_ptr="*T", out_ptr="*T", **_ROW, eps="fp32"),
     rmsnorm_inv_rms_kernel: dict(x_ptr="*T", inv_rms_ptr="*fp32", n_cols="i32", stride_xm="i32", eps="fp32"),
     rmsnorm_scale_kernel: dict(x_ptr="*T", w_ptr="*T", inv_rms_ptr="*fp32", out_ptr="*T", **_ROW),
@@ -73,7 +74,8 @@ def compile_specs(dtype: str = "fp16") -> list[CompileSpec]:
     if dtype not in ("fp16", "fp32"):
         raise ValueError(f"dtype must be 'fp16' or 'fp32', got {dtype!r}")
     block = ELEMENTWISE_BLOCK_SIZE
-    specs = [_spec(add_kernel, f"BLOCK_SIZE={block}", dtype, dict(BLOCK_SIZE=block))]
+    specs = [_spec(add_kernel, f"BLOCK_SIZE={block}", dtype, dict(BLOCK_SIZE=block)),
+             _spec(empty_kernel, "empty", dtype, {})]
     for n_cols in ROW_SIZES:
         block = row_block_size(n_cols)
         for kernel in (rmsnorm_fused_kernel, rmsnorm_inv_rms_kernel, rmsnorm_scale_kernel, softmax_kernel):

@@ -47,12 +47,18 @@
 # Written by tools/sync_notebooks.py from colab_setup.py: edit it there, not here.
 import os, pathlib, subprocess, sys
 REPO_URL = os.environ.get("SLOWER_REPO_URL", "https://github.com/slower-on-purpose/slower-on-purpose")
+BRANCH = os.environ.get("SLOWER_BRANCH", "main")
 ROOT = next((p for p in [pathlib.Path.cwd(), *pathlib.Path.cwd().parents]
              if (p / "helpers.py").is_file() and (p / "kernels").is_dir()), None)
 if ROOT is None:  # the notebook came alone (Colab): clone the rest next to it
     ROOT = pathlib.Path("slower-on-purpose").resolve()
     if not ROOT.exists():
-        subprocess.run(["git", "clone", "--quiet", "--depth", "1", REPO_URL, str(ROOT)], check=True)
+        done = subprocess.run(["git", "clone", "--quiet", "--depth", "1", "--branch", BRANCH, REPO_URL, str(ROOT)],
+                              capture_output=True, text=True, env=dict(os.environ, GIT_TERMINAL_PROMPT="0"))
+        if done.returncode != 0:
+            raise SystemExit(f"Could not clone {REPO_URL} (branch {BRANCH}): {done.stderr.strip()}\n"
+                             "Is the address right and the repository public? A fork sets REPO_URL in "
+                             "colab_setup.py (see the README), or SLOWER_REPO_URL before this cell.")
 sys.path.insert(0, str(ROOT))
 import colab_setup
 colab_setup.prepare()
@@ -134,7 +140,9 @@ helpers.md(
 # %%
 sizes = helpers.SIZES
 print(f"prompt: {sizes.prompt_len} tokens, new tokens per run: {sizes.new_tokens}, repeats: {sizes.repeats}")
-with_cache = helpers.measure_tps(model, sizes.prompt_len, sizes.new_tokens, tokenizer=tokenizer, use_cache=True)
+with helpers.generation_progress(model, helpers.forwards_per_tps(sizes.new_tokens), "with KV cache"):
+    with_cache = helpers.measure_tps(model, sizes.prompt_len, sizes.new_tokens, tokenizer=tokenizer,
+                                     use_cache=True)
 assert len(with_cache.ids) == sizes.new_tokens, "generation must produce a fixed number of tokens"
 if tokenizer is not None:
     print("generated text:", repr(tokenizer.decode(with_cache.ids)))
@@ -170,8 +178,9 @@ print(f"positions processed without the cache: {positions_uncached:,}  "
       f"({positions_uncached / positions_cached:.0f}x as many)")
 
 # %%
-without_cache = helpers.measure_tps(model, sizes.prompt_len, sizes.new_tokens, tokenizer=tokenizer,
-                                    use_cache=False)
+with helpers.generation_progress(model, helpers.forwards_per_tps(sizes.new_tokens), "without KV cache"):
+    without_cache = helpers.measure_tps(model, sizes.prompt_len, sizes.new_tokens, tokenizer=tokenizer,
+                                        use_cache=False)
 helpers.record("baseline.tps_kv", with_cache.tokens_per_s, "tokens/s", f"greedy, prompt {P}, {n} new tokens")
 helpers.record("baseline.tps_no_kv", without_cache.tokens_per_s, "tokens/s",
                f"use_cache=False, prompt {P}, {n} new tokens")
@@ -238,7 +247,8 @@ helpers.md(
 # whole 151,936 x 1,024 weight, about 311 MB in fp16, once per token.)
 
 # %%
-prof = helpers.profile_decode(model, sizes.prompt_len, sizes.new_tokens, tokenizer=tokenizer)
+with helpers.generation_progress(model, helpers.forwards_per_profile(sizes.new_tokens), "profile"):
+    prof = helpers.profile_decode(model, sizes.prompt_len, sizes.new_tokens, tokenizer=tokenizer)
 
 
 helpers.record("baseline.launches_per_token", prof.launches_per_token, "launches",

@@ -37,12 +37,18 @@
 # Written by tools/sync_notebooks.py from colab_setup.py: edit it there, not here.
 import os, pathlib, subprocess, sys
 REPO_URL = os.environ.get("SLOWER_REPO_URL", "https://github.com/slower-on-purpose/slower-on-purpose")
+BRANCH = os.environ.get("SLOWER_BRANCH", "main")
 ROOT = next((p for p in [pathlib.Path.cwd(), *pathlib.Path.cwd().parents]
              if (p / "helpers.py").is_file() and (p / "kernels").is_dir()), None)
 if ROOT is None:  # the notebook came alone (Colab): clone the rest next to it
     ROOT = pathlib.Path("slower-on-purpose").resolve()
     if not ROOT.exists():
-        subprocess.run(["git", "clone", "--quiet", "--depth", "1", REPO_URL, str(ROOT)], check=True)
+        done = subprocess.run(["git", "clone", "--quiet", "--depth", "1", "--branch", BRANCH, REPO_URL, str(ROOT)],
+                              capture_output=True, text=True, env=dict(os.environ, GIT_TERMINAL_PROMPT="0"))
+        if done.returncode != 0:
+            raise SystemExit(f"Could not clone {REPO_URL} (branch {BRANCH}): {done.stderr.strip()}\n"
+                             "Is the address right and the repository public? A fork sets REPO_URL in "
+                             "colab_setup.py (see the README), or SLOWER_REPO_URL before this cell.")
 sys.path.insert(0, str(ROOT))
 import colab_setup
 colab_setup.prepare()
@@ -269,13 +275,15 @@ fig, (ax_t, ax_bw) = plt.subplots(1, 2, figsize=(11, 4))
 for col, label in (("triton", "Triton add"), ("torch", "torch.add")):
     ax_t.plot(sweep["n"], sweep[f"{col}_ms"], "o-", label=label)
     ax_bw.plot(sweep["n"], sweep[f"{col}_GB_s"], "o-", label=label)
-ax_t.set(xscale="log", yscale="log", xlabel="elements per vector", ylabel="time per call (ms)",
-         title="Where does launch cost give way to memory?")
-ax_bw.set(xscale="log", yscale="log", xlabel="elements per vector", ylabel="achieved bandwidth (GB/s)",
-          title="How close to the memory's speed do we get?")
+ax_t.set(xscale="log", yscale="log", xlabel="elements per vector (K = 1024, M = 1024²)",
+         ylabel="time per call (ms)", title="Where does launch cost give way to memory?")
+ax_bw.set(xscale="log", yscale="log", xlabel="elements per vector (K = 1024, M = 1024²)",
+          ylabel="achieved bandwidth (GB/s)", title="How close to the memory's speed do we get?")
 if nominal:
     ax_bw.axhline(nominal, color="grey", ls="--", label=f"nominal {nominal} GB/s")
 for ax in (ax_t, ax_bw):
+    helpers.plain_log_ticks(ax, "x", sweep["n"], [helpers.count_label(n) for n in sweep["n"]])
+    helpers.plain_log_ticks(ax, "y")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
 fig.suptitle(f"Vector add, {str(DTYPE)[6:]}, {helpers.env_info()['gpu']} ({helpers.MODE} mode)")

@@ -41,12 +41,18 @@
 # Written by tools/sync_notebooks.py from colab_setup.py: edit it there, not here.
 import os, pathlib, subprocess, sys
 REPO_URL = os.environ.get("SLOWER_REPO_URL", "https://github.com/slower-on-purpose/slower-on-purpose")
+BRANCH = os.environ.get("SLOWER_BRANCH", "main")
 ROOT = next((p for p in [pathlib.Path.cwd(), *pathlib.Path.cwd().parents]
              if (p / "helpers.py").is_file() and (p / "kernels").is_dir()), None)
 if ROOT is None:  # the notebook came alone (Colab): clone the rest next to it
     ROOT = pathlib.Path("slower-on-purpose").resolve()
     if not ROOT.exists():
-        subprocess.run(["git", "clone", "--quiet", "--depth", "1", REPO_URL, str(ROOT)], check=True)
+        done = subprocess.run(["git", "clone", "--quiet", "--depth", "1", "--branch", BRANCH, REPO_URL, str(ROOT)],
+                              capture_output=True, text=True, env=dict(os.environ, GIT_TERMINAL_PROMPT="0"))
+        if done.returncode != 0:
+            raise SystemExit(f"Could not clone {REPO_URL} (branch {BRANCH}): {done.stderr.strip()}\n"
+                             "Is the address right and the repository public? A fork sets REPO_URL in "
+                             "colab_setup.py (see the README), or SLOWER_REPO_URL before this cell.")
 sys.path.insert(0, str(ROOT))
 import colab_setup
 colab_setup.prepare()
@@ -346,8 +352,10 @@ ax_r.axhline(1.0, color="black", lw=0.8)
 ax_r.set(xscale="log", xlabel=f"rows (hidden size {H})", ylabel="time ratio (above 1: two-pass slower)",
          title="How much slower is the two-pass kernel?")
 for ax in (ax_t, ax_r):
+    helpers.plain_log_ticks(ax, "x", sweep["rows"])
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
+helpers.plain_log_ticks(ax_t, "y")
 fig.suptitle(f"RMSNorm, {str(DTYPE)[6:]}, {helpers.env_info()['gpu']} ({helpers.MODE} mode)")
 fig.tight_layout()
 helpers.save_figure(fig, "rmsnorm_sweep")
@@ -460,12 +468,14 @@ if torch_launches is not None:
           f"{n_norms * (2 - torch_launches):+.0f}")
 
 # %%
-before = helpers.measure_tps(model, SIZES.prompt_len, SIZES.new_tokens, tokenizer=tokenizer)
-prof_before = helpers.profile_decode(model, SIZES.prompt_len, SIZES.new_tokens, tokenizer=tokenizer)
-with helpers.patched(model, rmsnorm="two_pass") as counts:
-    after = helpers.measure_tps(model, SIZES.prompt_len, SIZES.new_tokens, tokenizer=tokenizer)
-    prof_after = helpers.profile_decode(model, SIZES.prompt_len, SIZES.new_tokens, tokenizer=tokenizer)
-again = helpers.measure_tps(model, SIZES.prompt_len, SIZES.new_tokens, tokenizer=tokenizer)
+forwards = 3 * helpers.forwards_per_tps(SIZES.new_tokens) + 2 * helpers.forwards_per_profile(SIZES.new_tokens)
+with helpers.generation_progress(model, forwards, "original, two-pass, original again"):
+    before = helpers.measure_tps(model, SIZES.prompt_len, SIZES.new_tokens, tokenizer=tokenizer)
+    prof_before = helpers.profile_decode(model, SIZES.prompt_len, SIZES.new_tokens, tokenizer=tokenizer)
+    with helpers.patched(model, rmsnorm="two_pass") as counts:
+        after = helpers.measure_tps(model, SIZES.prompt_len, SIZES.new_tokens, tokenizer=tokenizer)
+        prof_after = helpers.profile_decode(model, SIZES.prompt_len, SIZES.new_tokens, tokenizer=tokenizer)
+    again = helpers.measure_tps(model, SIZES.prompt_len, SIZES.new_tokens, tokenizer=tokenizer)
 assert counts["rmsnorm"] == n_norms, "every RMSNorm, q_norm and k_norm included, must be replaced"
 assert abs(prof_after.project_launches_per_token - 2 * n_norms) < 1e-9, "2 launches per RMSNorm per token"
 

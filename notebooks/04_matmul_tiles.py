@@ -45,12 +45,18 @@
 # Written by tools/sync_notebooks.py from colab_setup.py: edit it there, not here.
 import os, pathlib, subprocess, sys
 REPO_URL = os.environ.get("SLOWER_REPO_URL", "https://github.com/slower-on-purpose/slower-on-purpose")
+BRANCH = os.environ.get("SLOWER_BRANCH", "main")
 ROOT = next((p for p in [pathlib.Path.cwd(), *pathlib.Path.cwd().parents]
              if (p / "helpers.py").is_file() and (p / "kernels").is_dir()), None)
 if ROOT is None:  # the notebook came alone (Colab): clone the rest next to it
     ROOT = pathlib.Path("slower-on-purpose").resolve()
     if not ROOT.exists():
-        subprocess.run(["git", "clone", "--quiet", "--depth", "1", REPO_URL, str(ROOT)], check=True)
+        done = subprocess.run(["git", "clone", "--quiet", "--depth", "1", "--branch", BRANCH, REPO_URL, str(ROOT)],
+                              capture_output=True, text=True, env=dict(os.environ, GIT_TERMINAL_PROMPT="0"))
+        if done.returncode != 0:
+            raise SystemExit(f"Could not clone {REPO_URL} (branch {BRANCH}): {done.stderr.strip()}\n"
+                             "Is the address right and the repository public? A fork sets REPO_URL in "
+                             "colab_setup.py (see the README), or SLOWER_REPO_URL before this cell.")
 sys.path.insert(0, str(ROOT))
 import colab_setup
 colab_setup.prepare()
@@ -60,6 +66,7 @@ import inspect
 
 import matplotlib.pyplot as plt
 import pandas as pd
+from matplotlib.patches import Patch
 import torch
 
 import helpers  # first: in CPU mode it sets TRITON_INTERPRET=1, which must happen before Triton loads
@@ -236,13 +243,13 @@ fig, ax = plt.subplots(figsize=(9, 4.5))
 block_ms = sorted(tiles["block_m"].unique())
 colors = {bm: plt.cm.viridis(0.1 + 0.8 * i / max(1, len(block_ms) - 1)) for i, bm in enumerate(block_ms)}
 ax.barh(tiles["tile"], tiles["ms"], color=[colors[bm] for bm in tiles["block_m"]])
-ax.axvline(decode_torch_ms, color="crimson", ls="--", label=f"PyTorch: {decode_torch_ms:.4f} ms")
-for bm, c in colors.items():
-    ax.barh([], [], color=c, label=f"BLOCK_M = {bm}")
-ax.set(xlabel="time per call (ms)", ylabel="tile configuration (m x n x k)",
-       title=f"Which tile suits a one-row matmul? (M x K x N = {' x '.join(map(str, decode_shape))})")
+torch_line = ax.axvline(decode_torch_ms, color="crimson", ls="--", label=f"PyTorch: {decode_torch_ms:.4f} ms")
+dM, dK, dN = decode_shape  # helpers.SIZES gives shapes as (M, K, N): x[M, K] @ W[N, K]^T
+ax.set(xlabel="time per call (ms)", ylabel="tile (m_n_k: BLOCK_M, BLOCK_N, BLOCK_K)",
+       title=f"Which tile suits a one-row matmul? (x[M, K] @ W[N, K]$^T$, M = {dM}, K = {dK}, N = {dN})")
 ax.grid(True, axis="x", alpha=0.3)
-ax.legend(fontsize=8)
+bar_keys = [Patch(facecolor=c, label=f"BLOCK_M = {bm}") for bm, c in colors.items()]  # the bars' own colours
+ax.legend(handles=[torch_line, *bar_keys], fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
 fig.tight_layout()
 helpers.save_figure(fig, "matmul_tile_sweep")
 plt.show()

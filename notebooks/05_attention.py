@@ -54,12 +54,18 @@
 # Written by tools/sync_notebooks.py from colab_setup.py: edit it there, not here.
 import os, pathlib, subprocess, sys
 REPO_URL = os.environ.get("SLOWER_REPO_URL", "https://github.com/slower-on-purpose/slower-on-purpose")
+BRANCH = os.environ.get("SLOWER_BRANCH", "main")
 ROOT = next((p for p in [pathlib.Path.cwd(), *pathlib.Path.cwd().parents]
              if (p / "helpers.py").is_file() and (p / "kernels").is_dir()), None)
 if ROOT is None:  # the notebook came alone (Colab): clone the rest next to it
     ROOT = pathlib.Path("slower-on-purpose").resolve()
     if not ROOT.exists():
-        subprocess.run(["git", "clone", "--quiet", "--depth", "1", REPO_URL, str(ROOT)], check=True)
+        done = subprocess.run(["git", "clone", "--quiet", "--depth", "1", "--branch", BRANCH, REPO_URL, str(ROOT)],
+                              capture_output=True, text=True, env=dict(os.environ, GIT_TERMINAL_PROMPT="0"))
+        if done.returncode != 0:
+            raise SystemExit(f"Could not clone {REPO_URL} (branch {BRANCH}): {done.stderr.strip()}\n"
+                             "Is the address right and the repository public? A fork sets REPO_URL in "
+                             "colab_setup.py (see the README), or SLOWER_REPO_URL before this cell.")
 sys.path.insert(0, str(ROOT))
 import colab_setup
 colab_setup.prepare()
@@ -319,6 +325,7 @@ for shape_name in SHAPES:
 # in CPU mode SDPA and the PyTorch ops launch none of our kernels: a symlog axis keeps their zeros
 ax.set_xscale("log" if helpers.HAS_GPU else "symlog", **({} if helpers.HAS_GPU else {"linthresh": 1}))
 ax.set_yscale("log")
+helpers.plain_log_ticks(ax)
 ax.set_xlabel("kernel launches per call" + ("" if helpers.HAS_GPU else " (our kernels only, CPU mode)"))
 ax.set_ylabel("time per call (ms)")
 ax.set_title("Does attention's time follow its launch count?")
@@ -411,17 +418,20 @@ helpers.record("attention.modules_replaced", counts["attention"], "modules", "at
 # %%
 n_attention = counts["attention"]
 per_token_extra_ms = n_attention * (cell("qwen", "slow") - cell("qwen", "sdpa"))
-original = helpers.measure_tps(model, SIZES.prompt_len, SIZES.new_tokens, tokenizer)
+with helpers.generation_progress(model, helpers.forwards_per_tps(SIZES.new_tokens), "original, tokens/s"):
+    original = helpers.measure_tps(model, SIZES.prompt_len, SIZES.new_tokens, tokenizer)
 predicted_tps = 1000 / max(1000 / original.tokens_per_s + per_token_extra_ms, 1e-9)
 print(f"original: {original.tokens_per_s:.2f} tokens/s")
 print(f"prediction: +{per_token_extra_ms:.2f} ms per token from {n_attention} slow attention calls "
       f"-> about {predicted_tps:.2f} tokens/s")
 
 # %%
-with helpers.patched(model, attention="slow"):
-    custom = helpers.measure_tps(model, SIZES.prompt_len, SIZES.new_tokens, tokenizer)
-    profile_custom = helpers.profile_decode(model, SIZES.prompt_len, SIZES.new_tokens, tokenizer)
-profile_original = helpers.profile_decode(model, SIZES.prompt_len, SIZES.new_tokens, tokenizer)
+forwards = helpers.forwards_per_tps(SIZES.new_tokens) + 2 * helpers.forwards_per_profile(SIZES.new_tokens)
+with helpers.generation_progress(model, forwards, "slow attention, then original profile"):
+    with helpers.patched(model, attention="slow"):
+        custom = helpers.measure_tps(model, SIZES.prompt_len, SIZES.new_tokens, tokenizer)
+        profile_custom = helpers.profile_decode(model, SIZES.prompt_len, SIZES.new_tokens, tokenizer)
+    profile_original = helpers.profile_decode(model, SIZES.prompt_len, SIZES.new_tokens, tokenizer)
 
 
 

@@ -40,12 +40,18 @@
 # Written by tools/sync_notebooks.py from colab_setup.py: edit it there, not here.
 import os, pathlib, subprocess, sys
 REPO_URL = os.environ.get("SLOWER_REPO_URL", "https://github.com/slower-on-purpose/slower-on-purpose")
+BRANCH = os.environ.get("SLOWER_BRANCH", "main")
 ROOT = next((p for p in [pathlib.Path.cwd(), *pathlib.Path.cwd().parents]
              if (p / "helpers.py").is_file() and (p / "kernels").is_dir()), None)
 if ROOT is None:  # the notebook came alone (Colab): clone the rest next to it
     ROOT = pathlib.Path("slower-on-purpose").resolve()
     if not ROOT.exists():
-        subprocess.run(["git", "clone", "--quiet", "--depth", "1", REPO_URL, str(ROOT)], check=True)
+        done = subprocess.run(["git", "clone", "--quiet", "--depth", "1", "--branch", BRANCH, REPO_URL, str(ROOT)],
+                              capture_output=True, text=True, env=dict(os.environ, GIT_TERMINAL_PROMPT="0"))
+        if done.returncode != 0:
+            raise SystemExit(f"Could not clone {REPO_URL} (branch {BRANCH}): {done.stderr.strip()}\n"
+                             "Is the address right and the repository public? A fork sets REPO_URL in "
+                             "colab_setup.py (see the README), or SLOWER_REPO_URL before this cell.")
 sys.path.insert(0, str(ROOT))
 import colab_setup
 colab_setup.prepare()
@@ -131,16 +137,18 @@ print(f"our launches per token, by hand: 2 x {counts['rmsnorm']} + "
 # first; then the custom stack, in a cell of its own because it is the slow one. Each model gets one
 # untimed warm-up of the same length and then `SIZES.repeats` timed runs, of which we keep the median;
 # the spread between the runs says how much to trust a difference. At full size the custom stack's runs
-# take a few minutes.
+# take a few minutes; a progress bar counts the forward passes (one per generated token) as they go.
 
 # %%
 N = SIZES.new_tokens_full_stack
-original = helpers.measure_tps(model, SIZES.prompt_len, N, tokenizer)
+with helpers.generation_progress(model, helpers.forwards_per_tps(N), "original, tokens/s"):
+    original = helpers.measure_tps(model, SIZES.prompt_len, N, tokenizer)
 print(f"original: {original.tokens_per_s:.2f} tokens/s over {N} new tokens "
       f"(median of {len(original.times_s)}, spread {original.spread_pct:.1f}%)")
 
 # %%
-with helpers.patched(model, **FULL):
+with helpers.patched(model, **FULL), \
+        helpers.generation_progress(model, helpers.forwards_per_tps(N), "custom, tokens/s"):
     custom = helpers.measure_tps(model, SIZES.prompt_len, N, tokenizer)
 print(f"custom:   {custom.tokens_per_s:.2f} tokens/s over {N} new tokens "
       f"(median of {len(custom.times_s)}, spread {custom.spread_pct:.1f}%)")
@@ -153,9 +161,11 @@ print(f"custom:   {custom.tokens_per_s:.2f} tokens/s over {N} new tokens "
 # and wall time per decoded token.
 
 # %%
-with helpers.patched(model, **FULL):
+with helpers.patched(model, **FULL), \
+        helpers.generation_progress(model, helpers.forwards_per_profile(SIZES.new_tokens), "custom, profile"):
     profile_custom = helpers.profile_decode(model, SIZES.prompt_len, SIZES.new_tokens, tokenizer)
-profile_original = helpers.profile_decode(model, SIZES.prompt_len, SIZES.new_tokens, tokenizer)
+with helpers.generation_progress(model, helpers.forwards_per_profile(SIZES.new_tokens), "original, profile"):
+    profile_original = helpers.profile_decode(model, SIZES.prompt_len, SIZES.new_tokens, tokenizer)
 
 
 
@@ -357,10 +367,11 @@ ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
 if first >= 0:
     ax.axvline(first, color="red", linestyle="--", label=f"first divergence (token {first})")
 ax.set_yscale("log")
+helpers.plain_log_ticks(ax, "y")
 ax.set_xlabel("generated token index")
 ax.set_ylabel("logit units")
 ax.set_title("How close was each greedy pick, and how far apart were the models?")
-ax.legend(fontsize=8)
+ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.15))  # below the axes, off the data
 helpers.save_figure(fig, "full_stack_divergence")
 plt.show()
 closest = int(margins.argmin())

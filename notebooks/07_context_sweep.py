@@ -42,12 +42,18 @@
 # Written by tools/sync_notebooks.py from colab_setup.py: edit it there, not here.
 import os, pathlib, subprocess, sys
 REPO_URL = os.environ.get("SLOWER_REPO_URL", "https://github.com/slower-on-purpose/slower-on-purpose")
+BRANCH = os.environ.get("SLOWER_BRANCH", "main")
 ROOT = next((p for p in [pathlib.Path.cwd(), *pathlib.Path.cwd().parents]
              if (p / "helpers.py").is_file() and (p / "kernels").is_dir()), None)
 if ROOT is None:  # the notebook came alone (Colab): clone the rest next to it
     ROOT = pathlib.Path("slower-on-purpose").resolve()
     if not ROOT.exists():
-        subprocess.run(["git", "clone", "--quiet", "--depth", "1", REPO_URL, str(ROOT)], check=True)
+        done = subprocess.run(["git", "clone", "--quiet", "--depth", "1", "--branch", BRANCH, REPO_URL, str(ROOT)],
+                              capture_output=True, text=True, env=dict(os.environ, GIT_TERMINAL_PROMPT="0"))
+        if done.returncode != 0:
+            raise SystemExit(f"Could not clone {REPO_URL} (branch {BRANCH}): {done.stderr.strip()}\n"
+                             "Is the address right and the repository public? A fork sets REPO_URL in "
+                             "colab_setup.py (see the README), or SLOWER_REPO_URL before this cell.")
 sys.path.insert(0, str(ROOT))
 import colab_setup
 colab_setup.prepare()
@@ -125,13 +131,14 @@ for name, marker, color in (("original", "o", "tab:blue"), ("custom", "s", "tab:
              alpha=0.6, label=f"decode per token, {name}")
 for ax in (ax1, ax2):
     ax.set_xscale("log", base=2)
-    ax.set_xticks(list(SIZES.context_prompts), [str(L) for L in SIZES.context_prompts])
+    helpers.plain_log_ticks(ax, "x", SIZES.context_prompts)
     ax.set_xlabel("prompt length (tokens)")
     ax.grid(True, which="both", alpha=0.3)
 ax1.set_ylabel("tokens/s (including prefill)")
 ax1.set_title(f"Does the slowdown hold as the prompt grows? ({N} new tokens)")
 ax1.set_ylim(bottom=0)
 ax2.set_yscale("log")
+helpers.plain_log_ticks(ax2, "y")
 ax2.set_ylabel("milliseconds")
 ax2.set_title("Which part moves with the context: prefill or decode?")
 ax1.legend()

@@ -39,12 +39,18 @@
 # Written by tools/sync_notebooks.py from colab_setup.py: edit it there, not here.
 import os, pathlib, subprocess, sys
 REPO_URL = os.environ.get("SLOWER_REPO_URL", "https://github.com/slower-on-purpose/slower-on-purpose")
+BRANCH = os.environ.get("SLOWER_BRANCH", "main")
 ROOT = next((p for p in [pathlib.Path.cwd(), *pathlib.Path.cwd().parents]
              if (p / "helpers.py").is_file() and (p / "kernels").is_dir()), None)
 if ROOT is None:  # the notebook came alone (Colab): clone the rest next to it
     ROOT = pathlib.Path("slower-on-purpose").resolve()
     if not ROOT.exists():
-        subprocess.run(["git", "clone", "--quiet", "--depth", "1", REPO_URL, str(ROOT)], check=True)
+        done = subprocess.run(["git", "clone", "--quiet", "--depth", "1", "--branch", BRANCH, REPO_URL, str(ROOT)],
+                              capture_output=True, text=True, env=dict(os.environ, GIT_TERMINAL_PROMPT="0"))
+        if done.returncode != 0:
+            raise SystemExit(f"Could not clone {REPO_URL} (branch {BRANCH}): {done.stderr.strip()}\n"
+                             "Is the address right and the repository public? A fork sets REPO_URL in "
+                             "colab_setup.py (see the README), or SLOWER_REPO_URL before this cell.")
 sys.path.insert(0, str(ROOT))
 import colab_setup
 colab_setup.prepare()
@@ -55,6 +61,8 @@ import re
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+from matplotlib.transforms import offset_copy
 import pandas as pd
 
 import helpers
@@ -136,9 +144,13 @@ if REMEASURE:
     model, tokenizer, description = helpers.load_model()
     print(description)
     P, N = SIZES.prompt_len, SIZES.new_tokens
-    fresh_o = helpers.measure_tps(model, P, N, tokenizer)
-    prof_o = helpers.profile_decode(model, P, N, tokenizer)
-    with helpers.patched(model, **FULL):
+    with helpers.generation_progress(model, helpers.forwards_per_tps(N) + helpers.forwards_per_profile(N),
+                                     "original"):
+        fresh_o = helpers.measure_tps(model, P, N, tokenizer)
+        prof_o = helpers.profile_decode(model, P, N, tokenizer)
+    with helpers.patched(model, **FULL), \
+            helpers.generation_progress(model, helpers.forwards_per_tps(N) + helpers.forwards_per_profile(N),
+                                        "every custom kernel"):
         fresh_c = helpers.measure_tps(model, P, N, tokenizer)
         prof_c = helpers.profile_decode(model, P, N, tokenizer)
     note = f"re-measured in chapter 8: prompt {P}, {N} new tokens"
@@ -365,31 +377,73 @@ helpers.show(points)
 
 fig, ax = plt.subplots(figsize=(7.5, 5))
 if len(points):
-    lo, hi = points["launches per token"].min() / 2, points["launches per token"].max() * 2
-    xs = np.geomspace(lo, hi, 50)
-    for us in (1, 3, 10, 30, 100, 300, 1000, 10000):
-        ys = 1e6 / (us * xs)  # tokens/s when every launch costs `us` microseconds
-        if ys.max() < points["tokens/s"].min() / 3 or ys.min() > points["tokens/s"].max() * 3:
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    # the view is the data's, with a margin of a factor 1.6 each way; the guide lines are cut to it
+    x0, x1 = points["launches per token"].min() / 1.6, points["launches per token"].max() * 1.6
+    y0, y1 = points["tokens/s"].min() / 1.6, points["tokens/s"].max() * 1.6
+    ax.set_xlim(x0, x1)
+    ax.set_ylim(y0, y1)
+    xs = np.geomspace(x0, x1, 50)
+    us_lo, us_hi = 1e6 / (x1 * y1), 1e6 / (x0 * y0)  # the launch costs whose lines cross the view
+    steps = (1, 3) if us_hi / us_lo < 1e3 else (1,)
+    for us in [m * 10.0**k for k in range(-2, 7) for m in steps]:
+        if not us_lo <= us <= us_hi:
             continue
-        ax.plot(xs, ys, color="gray", linestyle="--", linewidth=0.7)
-        ax.annotate(f"{us} µs/launch", (xs[-1], ys[-1]), fontsize=7, color="gray", ha="right", va="bottom")
+        ax.plot(xs, 1e6 / (us * xs), color="gray", linestyle="--", linewidth=0.7)  # every launch costs `us` µs
+        x_end = min(x1, 1e6 / (us * y0))  # where the line leaves the view, to the right or at the bottom
+        ax.annotate(f"{us:g} µs/launch", (x_end, 1e6 / (us * x_end)), xytext=(-3, 3), textcoords="offset points",
+                    fontsize=7, color="gray", ha="right", va="bottom",
+                    bbox=dict(boxstyle="square,pad=0.1", facecolor="white", edgecolor="none", alpha=0.8))
     # colour = configuration, shape = source: labels beside the points would pile up where several
     # configurations share a launch count
     palette = [c for i, c in enumerate(plt.cm.tab10.colors) if i != 7]  # tab10's grey is the legend's
     colors = dict(zip([label for label, _, _ in CONFIGS], palette))
     markers = dict(zip(points["source"].unique(), "os"))
-    for src, cfg, x, y in zip(points["source"], points["config"], points["launches per token"], points["tokens/s"]):
-        ax.scatter(x, y, marker=markers[src], color=colors[cfg], s=60, edgecolor="black", linewidth=0.5, zorder=3)
+    style = dict(markersize=8, markeredgecolor="black", markeredgewidth=0.5, linestyle="")
+    # points that would cover one another (closer than a marker's width) are drawn side by side around
+    # their middle, each joined by a short line to a black dot at its exact position
+    where = ax.transData.transform(points[["launches per token", "tokens/s"]].to_numpy()) * 72 / fig.dpi
+    groups = []  # lists of row positions whose points overlap, positions in points (1/72 inch) on the page
+    for i, xy in enumerate(where):
+        near = next((g for g in groups if min(np.hypot(*(where[k] - xy)) for k in g) < 9), None)
+        if near is None:
+            groups.append([i])
+        else:
+            near.append(i)
+    moved = False
+    for group in groups:
+        middle = where[group].mean(axis=0)
+        radius = 8 if len(group) <= 3 else 5 / np.sin(np.pi / len(group))
+        # each point moves out from the middle in its own direction (coincident points: left, then around),
+        # so the markers keep the order the points themselves have
+        own = {k: np.arctan2(*(where[k] - middle)[::-1]) if np.hypot(*(where[k] - middle)) > 0.5 else np.pi
+               for k in group}
+        group = sorted(group, key=lambda k: own[k] % (2 * np.pi))
+        for j, i in enumerate(group):
+            row = points.iloc[i]
+            x, y = row["launches per token"], row["tokens/s"]
+            dx, dy = 0.0, 0.0
+            if len(group) > 1:
+                angle = own[group[0]] + 2 * np.pi * j / len(group)
+                dx, dy = middle + radius * np.array([np.cos(angle), np.sin(angle)]) - where[i]
+                ax.annotate("", (x, y), xytext=(dx, dy), textcoords="offset points", zorder=2,
+                            arrowprops=dict(arrowstyle="-", color="black", linewidth=0.6, shrinkA=0, shrinkB=0))
+                ax.plot(x, y, marker="o", markersize=2.5, color="black", linestyle="", zorder=4)
+                moved = True
+            ax.plot(x, y, marker=markers[row["source"]], color=colors[row["config"]], zorder=3,
+                    transform=offset_copy(ax.transData, fig=fig, x=dx, y=dy, units="points"), **style)
     shown = set(points["config"])
-    handles = [Line2D([], [], marker="o", linestyle="", color=c, markeredgecolor="black", label=cfg)
+    handles = [Patch(facecolor=c, edgecolor="black", linewidth=0.5, label=cfg)
                for cfg, c in colors.items() if cfg in shown]
-    handles += [Line2D([], [], marker=m, linestyle="", color="gray", markerfacecolor="none",
-                       label=f"measured by: {src}")
+    handles += [Line2D([], [], marker=m, color="lightgray", label=f"measured by: {src}", **style)
                 for src, m in markers.items()]
+    if moved:
+        handles.append(Line2D([], [], marker="o", markersize=2.5, color="black", linestyle="",
+                              label="exact position of a point\ndrawn beside it (overlap)"))
     ax.legend(handles=handles, title="colour: configuration, shape: source", fontsize=7, title_fontsize=8,
               loc="upper left", bbox_to_anchor=(1.01, 1))
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+    helpers.plain_log_ticks(ax)
 ax.set_xlabel("kernel launches per generated token" + ("" if helpers.HAS_GPU else " (CPU mode: ours only)"))
 ax.set_ylabel("tokens/s")
 ax.set_title("The launch budget: what does one launch cost, configuration by configuration?")

@@ -16,14 +16,15 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # `pytest` (not only `python -m pytest`) finds kernels/ and helpers.py
     sys.path.insert(0, str(ROOT))
 
-if not torch.cuda.is_available():
+ON_GPU = torch.cuda.is_available() and os.environ.get("SLOWER_MODE", "").strip().lower() != "cpu"
+if not ON_GPU:  # SLOWER_MODE=cpu forces the interpreter on a GPU machine too, as it does for helpers
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 @pytest.fixture(scope="session")
 def device() -> torch.device:
     """Where the kernels run: the GPU, else the CPU through Triton's interpreter."""
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device("cuda" if ON_GPU else "cpu")
 
 
 # --- end of kernels tests' setup -----------------------------------------------------------------

@@ -60,6 +60,26 @@ def test_torch_and_triton_are_never_installed(tmp_path):
     assert colab_setup.missing_requirements(req) == ["surely-not-installed-pkg>=1.0", "pytest>=999"]
 
 
+def test_ranges_caps_and_pre_releases_use_packaging(tmp_path, monkeypatch):
+    import importlib.metadata
+
+    have = {"pkg-a": "5.0.0rc1", "pkg-b": "2.4.0", "pkg-c": "1.5", "numpy": "9.0"}
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: have[name])
+    req = tmp_path / "requirements.txt"
+    req.write_text("pkg-a>=5.0\npkg-b>=1.0,<2.4  # capped\npkg-c~=1.4\nnumpy<2.4\n")
+    assert colab_setup.missing_requirements(req) == ["pkg-a>=5.0", "pkg-b>=1.0,<2.4", "numpy<2.4"]
+    # on a GPU an installed numpy stays: its cap only guards Triton's interpreter
+    assert colab_setup.missing_requirements(req, gpu=True) == ["pkg-a>=5.0", "pkg-b>=1.0,<2.4"]
+
+
+def test_a_failed_clone_says_what_to_change(tmp_path):
+    done = subprocess.run([sys.executable, "-c", colab_setup.SETUP_CELL], cwd=tmp_path,
+                          env=dict(os.environ, SLOWER_REPO_URL=str(tmp_path / "no-such-repo")),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert "Could not clone" in done.stderr and "REPO_URL" in done.stderr, done.stderr
+
+
 def test_a_failed_install_fails_loudly(tmp_path, monkeypatch):
     req = tmp_path / "requirements.txt"
     req.write_text("surely-not-installed-pkg\n")

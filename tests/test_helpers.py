@@ -36,6 +36,44 @@ def test_full_sizes_are_the_chapters_sizes():
     assert full.matmul_shape == (128, 1024, 3072) and full.matmul_decode_shape[0] == 1
 
 
+@pytest.mark.parametrize("requested", ["quick", "full", "QUICK "])
+def test_a_gpu_mode_without_a_gpu_is_an_error(requested):
+    with pytest.raises(RuntimeError, match="SLOWER_MODE=.*asks for a GPU"):
+        helpers.resolve_mode(requested, gpu_available=False)
+
+
+@pytest.mark.parametrize("requested, gpu, mode", [(None, False, "cpu"), ("", True, "full"), ("cpu", True, "cpu"),
+                                                  ("cpu", False, "cpu"), ("quick", True, "quick"),
+                                                  ("full", True, "full")])
+def test_mode_is_what_was_asked_for_or_what_the_machine_has(requested, gpu, mode):
+    assert helpers.resolve_mode(requested, gpu) == mode
+
+
+def test_an_unknown_mode_names_the_choices():
+    with pytest.raises(ValueError, match="SLOWER_MODE must be one of full, quick, cpu"):
+        helpers.resolve_mode("fast", gpu_available=True)
+
+
+def test_importing_the_harness_in_quick_mode_without_a_gpu_fails(tmp_path):
+    """The real path: a GPU CI job whose GPU is missing must fail, not pass in CPU mode."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, SLOWER_MODE="quick", CUDA_VISIBLE_DEVICES="")  # hide any GPU
+    done = subprocess.run([sys.executable, "-c", "import helpers"], cwd=helpers.ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0 and "SLOWER_MODE=quick asks for a GPU" in done.stderr, done.stderr[-2000:]
+
+
+def test_results_go_to_an_ignored_folder_unless_committing():
+    import subprocess
+
+    probe = helpers.ROOT / "runs" / helpers.SLUG / "results.csv"
+    ignored = subprocess.run(["git", "check-ignore", "-q", str(probe)], cwd=helpers.ROOT)
+    assert ignored.returncode == 0, f"{probe} is not ignored by git: a run would leave untracked files"
+
+
 @pytest.mark.parametrize("name, slug", [("Tesla T4", "t4"), ("NVIDIA H200", "h200"), ("NVIDIA A100-SXM4-80GB", "a100"),
                                         ("NVIDIA H100 80GB HBM3", "h100"), ("NVIDIA L4", "l4"),
                                         ("NVIDIA GeForce RTX 4090", "rtx4090"), ("cpu", "cpu")])
@@ -293,3 +331,189 @@ def test_launch_note_names_what_was_counted(monkeypatch):
     monkeypatch.setattr(helpers, "HAS_GPU", False)
     assert helpers.launch_note(per="call") == "CPU mode: our Triton kernels per call only (no CUDA kernels to count)"
     assert "per decoded token" in helpers.launch_note()
+
+
+# --- Two clocks, interleaved comparisons, the verdict, pinning ---------------------------------
+def test_time_call_names_its_clocks_and_counts_launches():
+    x = torch.randn(1000, device=helpers.DEVICE, dtype=helpers.DTYPE)
+    t = helpers.time_call(lambda: kernels.add(x, x), calls=2)
+    assert t.launches == 1
+    assert t.host_ms > 0
+    if helpers.HAS_GPU:
+        assert t.gpu_ms > 0 and "host" in t.host_clock
+    else:  # CPU mode: one clock, the interpreter's, and it says so
+        assert t.gpu_ms is None and "interpreter" in t.host_clock
+
+
+def test_launch_prices_time_an_empty_kernel_and_a_one_element_op():
+    prices = helpers.launch_prices(calls=3)
+    assert prices.triton_us > 0 and prices.torch_us > 0 and prices.calls == 3
+    with kernels.count_launches() as counted:
+        kernels.empty(torch.zeros(1, device=helpers.DEVICE, dtype=helpers.DTYPE))
+    assert counted == {"empty_kernel": 1}
+
+
+@pytest.mark.parametrize("values, floor, text, real", [
+    ([1.8, 1.7, 1.9, 1.8], None, "1.80x slower", True),
+    ([0.5, 0.52, 0.48, 0.5], None, "2.00x faster", True),
+    ([1.03, 0.98, 1.01, 1.02], None, "within noise", False),   # under MIN_EFFECT
+    ([1.3, 0.8, 1.4, 0.9, 1.2], None, "within noise", False),  # the quartiles straddle 1
+    ([1.08, 1.09, 1.07, 1.08], [1.06, 1.05, 1.07, 1.04], "within noise", False),  # 2 x the A/A floor's 5.5%
+    ([1.2, 1.21, 1.19, 1.2], [1.06, 1.05, 1.07, 1.04], "1.20x slower", True),
+])
+def test_verdict_knows_the_noise(values, floor, text, real):
+    v = helpers.verdict(helpers.Ratio.of(values), helpers.Ratio.of(floor) if floor else None)
+    assert (v.text, v.real) == (text, real)
+
+
+def test_verdict_of_a_single_ratio_uses_the_minimum_effect():
+    assert helpers.verdict(1.5).text == "1.50x slower"
+    assert helpers.verdict(1.04).text == "within noise"
+    assert helpers.verdict(0.04).text == "25x faster"
+
+
+def test_compare_configs_interleaves_shuffled_rounds_with_an_a_a_pair(tiny, monkeypatch):
+    """With a fake clock (2 s per generation with two-pass RMSNorms, 1 s otherwise) the ratios are exact."""
+    def fake_generate(model, ids, new_tokens, use_cache=True):
+        slow = any(isinstance(m, kernels.TritonRMSNorm) for m in model.modules())
+        return None, 2.0 if slow else 1.0
+
+    monkeypatch.setattr(helpers, "_generate", fake_generate)
+    result = helpers.compare_configs(tiny, {"two-pass RMSNorm": dict(rmsnorm="two_pass")}, prompt_len=4,
+                                     new_tokens=8, rounds=6, seed=3)
+    assert set(result.ratios) == {helpers.ORIGINAL_AGAIN, "two-pass RMSNorm"}
+    assert result.ratios["two-pass RMSNorm"].median == 2.0 and result.floor.median == 1.0
+    assert result.tokens_per_s["two-pass RMSNorm"] == 4.0 and result.tokens_per_s[helpers.ORIGINAL] == 8.0
+    assert result.verdict("two-pass RMSNorm").text == "2.00x slower"
+    assert result.verdict(helpers.ORIGINAL_AGAIN).text == "within noise"
+    assert all(sorted(order) == sorted(result.tokens_per_s) for order in result.orders)
+    assert len({tuple(o) for o in result.orders}) > 1, "every round in the same order: not shuffled"
+    again = helpers.compare_configs(tiny, {"two-pass RMSNorm": dict(rmsnorm="two_pass")}, prompt_len=4,
+                                    new_tokens=8, rounds=6, seed=3)
+    assert again.orders == result.orders  # a fixed seed: the same shuffles every run
+    assert not any(isinstance(m, kernels.TritonRMSNorm) for m in tiny.modules())  # the model is restored
+    table = result.table()
+    assert list(table["configuration"]) == list(result.tokens_per_s)
+
+
+def test_compare_configs_on_the_real_generation_path(tiny):
+    result = helpers.compare_configs(tiny, {"fused RMSNorm": dict(rmsnorm="fused")}, prompt_len=4,
+                                     new_tokens=3, rounds=2)
+    assert len(result.seconds["fused RMSNorm"]) == 2 and all(s > 0 for s in result.seconds[helpers.ORIGINAL])
+
+
+def test_compare_configs_rejects_bad_input(tiny):
+    with pytest.raises(ValueError, match="added by compare_configs itself"):
+        helpers.compare_configs(tiny, {helpers.ORIGINAL: {}}, rounds=1)
+    with pytest.raises(TypeError, match=r"configs\['x'\] must be a dict"):
+        helpers.compare_configs(tiny, {"x": "two_pass"}, rounds=1)
+    with pytest.raises(ValueError, match="rounds must be at least 1"):
+        helpers.compare_configs(tiny, {}, rounds=0)
+
+
+@pytest.mark.parametrize("spec, cpus", [("3", {3}), ("2-4", {2, 3, 4}), ("0,2", {0, 2}), (" 1 , 5-6", {1, 5, 6})])
+def test_parse_cpus(spec, cpus):
+    assert helpers.parse_cpus(spec) == cpus
+
+
+@pytest.mark.parametrize("spec", ["", "a", "3-", ","])
+def test_parse_cpus_rejects_what_taskset_would(spec):
+    with pytest.raises(ValueError, match="SLOWER_PIN_CPUS must list CPU cores"):
+        helpers.parse_cpus(spec)
+
+
+def test_pinning_switch_pins_the_process_and_shows_in_the_environment_line():
+    import os
+    import subprocess
+    import sys
+
+    core = min(os.sched_getaffinity(0))
+    code = "import helpers, os; print(sorted(os.sched_getaffinity(0)), helpers.env_info()['pinned'])"
+    done = subprocess.run([sys.executable, "-c", code], cwd=helpers.ROOT, capture_output=True, text=True,
+                          env=dict(os.environ, SLOWER_PIN_CPUS=str(core)), timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split("\n")[-2] == f"[{core}] cores {core}"
+    assert helpers.pin_cpus(None) is None and helpers.pin_cpus("") is None
+    with pytest.raises(ValueError, match="names cores this process cannot use"):
+        helpers.pin_cpus("100000")
+
+
+# --- The catalogue ------------------------------------------------------------------------------
+def recorded_ids() -> set:
+    """Every id the chapters and tools record (f-string parts kept as written, e.g. ``context.{L}.ratio``)."""
+    import re
+
+    ids = set()
+    for path in [*(helpers.ROOT / "notebooks").glob("[0-9][0-9]_*.py"), *(helpers.ROOT / "tools").glob("*.py")]:
+        ids.update(re.findall(r"helpers\.record\(\s*f?\"([^\"]+)\"", path.read_text()))
+    return ids
+
+
+def _as_pattern(id_with_parts: str) -> str:
+    """``context.{L}.ratio`` -> a regex in which each {part} stands for any id text (possibly empty)."""
+    import re
+
+    return re.sub(r"\\\{[^}]*\\\}", "[A-Za-z0-9_]*", re.escape(id_with_parts))
+
+
+def test_every_recorded_id_is_catalogued_and_every_catalogued_id_is_recorded():
+    import re
+
+    table = helpers.catalogue()
+    catalogued, blog_only = set(table["id"]), set(table.query("chapter == 'blog'")["id"])
+    recorded = recorded_ids()
+    assert recorded, "found no helpers.record calls: the scan is broken"
+
+    def matches(a, b):  # one id, either side possibly with {parts}, can stand for the other
+        return bool(re.fullmatch(_as_pattern(a), b.replace("{", "").replace("}", "")) or
+                    re.fullmatch(_as_pattern(b), a.replace("{", "").replace("}", "")))
+
+    uncatalogued = {r for r in recorded if not any(matches(r, c) for c in catalogued)}
+    unrecorded = {c for c in catalogued - blog_only if not any(matches(r, c) for r in recorded)}
+    assert not uncatalogued, f"recorded but not in data/catalogue.csv: {sorted(uncatalogued)}"
+    assert not unrecorded, f"catalogued but recorded by no chapter: {sorted(unrecorded)}"
+
+
+def test_record_refuses_an_uncatalogued_id_or_a_wrong_unit(tmp_path, monkeypatch):
+    monkeypatch.setattr(helpers, "RESULTS_DIR", tmp_path)
+    with pytest.raises(ValueError, match="not in catalogue.csv"):
+        helpers.record("add.made_up", 1.0, "ms")
+    with pytest.raises(ValueError, match="catalogued in 'ms'"):
+        helpers.record("add.triton_ms", 1.0, "s")
+    helpers.record("context.77.ratio", 2.0, "x slower")  # an instance of context.{prompt}.ratio
+    assert helpers.results(tmp_path / "results.csv").set_index("id").loc["context.77.ratio", "value"] == 2.0
+
+
+def test_the_readme_headline_rows_come_from_the_catalogue():
+    import sys
+
+    sys.path.insert(0, str(helpers.ROOT / "tools"))
+    import make_readme
+
+    headline = helpers.catalogue().query("headline == 'yes'")
+    assert make_readme.headline_rows() == list(zip(headline["id"], headline["label"]))
+
+
+# --- The launch-budget model --------------------------------------------------------------------
+def test_launch_budget_model_on_made_up_numbers():
+    prices = helpers.LaunchPrices(triton_us=15.0, torch_us=6.0, calls=100)
+    per = helpers.fit_torch_launch_us(wall_ms=24.0, launches=1600)  # 15 us per launch, fitted on the original
+    assert per == pytest.approx(15.0)
+    assert helpers.predict_wall_ms(1600, 0, 3.4, per, prices) == pytest.approx(24.0)  # the fit reproduces itself
+    # 1000 PyTorch kernels and 2000 of ours: 1000 x 15 us + 2000 x (15 + 9) us
+    assert helpers.predict_wall_ms(3000, 2000, 10.0, per, prices) == pytest.approx(63.0)
+    # a GPU-bound configuration: the GPU's busy time wins
+    assert helpers.predict_wall_ms(10, 0, 5.0, per, prices) == 5.0
+    with pytest.raises(ValueError, match="launches must be positive"):
+        helpers.fit_torch_launch_us(24.0, 0)
+
+
+def test_a_comparison_records_its_ratio_with_quartiles_and_verdict(tiny, tmp_path, monkeypatch):
+    monkeypatch.setattr(helpers, "RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(helpers, "_generate", lambda model, ids, n, use_cache=True:
+                        (None, 1.0 if use_cache else 3.0))
+    result = helpers.compare_configs(tiny, {"no cache": dict(use_cache=False)}, prompt_len=4, new_tokens=4, rounds=3)
+    v = result.record("no cache", "full.slowdown")
+    row = helpers.results(tmp_path / "results.csv").set_index("id").loc["full.slowdown"]
+    assert (row["value"], row["low"], row["high"], row["verdict"]) == (3.0, 3.0, 3.0, "3.00x slower") and v.real
+    assert "A/A floor 1.000" in row["note"]

@@ -4,7 +4,8 @@
     python tools/make_readme.py --check  # exit 1 if README.md is stale (the tests run this)
 
 Sources: figures/h200/results.csv (the committed full H200 run, run times included),
-figures/cpu/runtimes.csv (CPU-mode run times) and data/blog_numbers.csv (the blog's T4 figures).
+figures/cpu/runtimes.csv (CPU-mode run times) and data/catalogue.csv (labels, headline rows and the
+blog's T4 figures).
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ import colab_setup  # noqa: E402
 README = ROOT / "README.md"
 H200 = ROOT / "figures" / "h200" / "results.csv"
 CPU_RUNTIMES = ROOT / "figures" / "cpu" / "runtimes.csv"
-BLOG = ROOT / "data" / "blog_numbers.csv"
+BLOG = ROOT / "data" / "catalogue.csv"  # every result id: label, unit, headline, the blog's value
 
 CHAPTERS = {
     "01_setup": "The question, the model, and the baseline: tokens/s with and without the KV cache, and where the time goes",
@@ -34,32 +35,6 @@ CHAPTERS = {
     "08_lessons": "What the numbers taught, side by side with the blog's T4, and what to optimise first",
 }
 
-# (id, label): the headline rows of the results table
-HEADLINE = [
-    ("baseline.tps_kv", "Baseline tokens/s (KV cache)"),
-    ("baseline.tps_no_kv", "Baseline tokens/s (no KV cache)"),
-    ("baseline.launches_per_token", "CUDA kernels launched per decoded token"),
-    ("baseline.gpu_busy_ms_per_token", "GPU-busy ms per decoded token"),
-    ("baseline.wall_ms_per_token", "Wall ms per decoded token"),
-    ("add.triton_ms", "Add, Triton (ms)"),
-    ("add.torch_ms", "Add, torch.add (ms)"),
-    ("add.ratio", "Add, Triton / torch"),
-    ("rmsnorm.two_pass_ratio", "RMSNorm two-pass / PyTorch (512 rows)"),
-    ("rmsnorm.tps_original", "Tokens/s before the RMSNorm swap"),
-    ("rmsnorm.tps_custom", "Tokens/s with 113 two-pass RMSNorms"),
-    ("matmul.max_err", "Matmul max fp16 error"),
-    ("matmul.torch_ms", "Matmul at the model shape, PyTorch (ms)"),
-    ("matmul.triton_ms", "Matmul at the model shape, Triton 64x64x32 (ms)"),
-    ("matmul.tps_attention_proj", "Tokens/s with 112 attention projections swapped"),
-    ("matmul.tps_all_proj_rmsnorm", "Tokens/s with 197 projections + RMSNorm swapped"),
-    ("attention.sdpa_ms", "Attention, SDPA (ms, blog's shape)"),
-    ("attention.torch_ops_ms", "Attention, PyTorch ops (ms)"),
-    ("attention.slow_ms", "Attention, per-head Triton loop (ms)"),
-    ("full.tps_original", "Full stack: original tokens/s (512 new)"),
-    ("full.tps_custom", "Full stack: all-custom tokens/s"),
-    ("full.slowdown", "Full stack: slowdown"),
-    ("full.launches_per_token_custom", "Full stack: launches per token (custom)"),
-]
 
 
 def _read(path: Path) -> dict:
@@ -68,6 +43,11 @@ def _read(path: Path) -> dict:
     with open(path, newline="") as f:
         rows = csv.DictReader(line for line in f if not line.startswith("#"))
         return {r["id"]: r for r in rows}
+
+
+def headline_rows() -> list[tuple[str, str]]:
+    """(id, label) of the results table's rows: the catalogue's rows marked headline, in its order."""
+    return [(rid, row["label"]) for rid, row in _read(BLOG).items() if row["headline"] == "yes"]
 
 
 def _fmt(value: str) -> str:
@@ -104,13 +84,13 @@ def chapters_table() -> str:
 def results_table() -> str:
     h200, blog = _read(H200), _read(BLOG)
     if not h200:
-        return "_No H200 run is committed yet: run `python tools/run_series.py --write-outputs` on an H200._"
+        return "_No H200 run is committed yet: run `python tools/run_series.py --commit --write-outputs` on an H200._"
     any_row = next(iter(h200.values()))
     head = (f"H200 run: {any_row.get('gpu', '?')}, {any_row.get('mode', '?')} mode, torch {any_row.get('torch', '?')}, "
             f"triton {any_row.get('triton', '?')}, transformers {any_row.get('transformers', '?')}; "
             f"model: {any_row.get('model', '?')}.")
     lines = [head, "", "| result | H200 (this repo) | blog's T4 | unit |", "|---|---|---|---|"]
-    for rid, label in HEADLINE:
+    for rid, label in headline_rows():
         if rid not in h200 and rid not in blog:
             continue
         unit = (h200.get(rid) or blog.get(rid))["unit"]

@@ -1,14 +1,18 @@
 """Run the whole series, in order, on whatever hardware is here.
 
-    python tools/run_series.py                  # all eight chapters
+    python tools/run_series.py                  # all chapters, one after another
     python tools/run_series.py --only 05 06     # some of them
     python tools/run_series.py --write-outputs  # also store the outputs in notebooks/*.ipynb
+    python tools/run_series.py --commit         # write figures/<gpu>/ (the committed run) instead of runs/
 
-Full size on a GPU, CPU mode (Triton's interpreter, a tiny model) otherwise; SLOWER_MODE=quick or
-SLOWER_MODE=cpu force the other modes. Each chapter runs under nbmake, as the tests do. Figures and
-results go to figures/<slug>/, each chapter's wall time is recorded as runtime.<chapter>_s, and the
-run ends with the summary table of chapter 8. The first failing chapter stops the run, with its name
-and error. The committed .ipynb files are only rewritten with --write-outputs.
+First it installs what is missing (tools/install.py: PyTorch and Triton too, a CPU build where there is
+no GPU). Full size on a GPU, CPU mode (Triton's interpreter, a tiny model) otherwise; SLOWER_MODE=quick
+or SLOWER_MODE=cpu ask for the other modes, and a GPU mode without a GPU is an error. Each chapter runs
+under nbmake, as the tests do, one at a time: nothing else runs beside a measurement. Figures and
+results go to runs/<gpu>/ (ignored by git), each chapter's wall time is recorded as runtime.<chapter>_s
+and in runtimes.csv, and the run ends with the summary table of chapter 8. The first failing chapter
+stops the run, with its name and error. No tracked file changes unless you ask: --commit writes the
+figures and results under figures/ (as the committed H200 run was made), --write-outputs the notebooks.
 """
 from __future__ import annotations
 
@@ -22,19 +26,28 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 NOTEBOOKS = ROOT / "notebooks"
+KERNELS = ROOT / "build" / "jupyter"  # nbmake's "python3" kernel, for this Python (tools/test.sh makes the same)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", nargs="*", default=None, help="chapter numbers or names to run (default: all)")
     parser.add_argument("--write-outputs", action="store_true", help="store outputs in notebooks/*.ipynb")
+    parser.add_argument("--commit", action="store_true",
+                        help="write figures and results to figures/<gpu>/ (tracked) instead of runs/<gpu>/")
     parser.add_argument("--cell-timeout", type=int, default=3600, help="seconds one cell may take")
     args = parser.parse_args()
 
-    import colab_setup
-
-    colab_setup.prepare(ROOT / "requirements-test.txt")  # nbmake, jupytext, ... where missing
-    import helpers  # after the installs; settles the mode for this process and the chapters
+    subprocess.run([sys.executable, str(ROOT / "tools" / "install.py"), "--test"], check=True)  # nbmake too
+    subprocess.run([sys.executable, "-m", "ipykernel", "install", "--prefix", str(KERNELS), "--name", "python3"],
+                   check=True, capture_output=True)
+    if args.commit:
+        os.environ["SLOWER_RESULTS_ROOT"] = str(ROOT / "figures")
+    try:
+        import helpers  # after the installs; settles the mode
+    except RuntimeError as err:  # a GPU mode asked for without a GPU
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     from tqdm.auto import tqdm
 
     chapters = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
@@ -43,8 +56,10 @@ def main() -> int:
         if not chapters:
             parser.error(f"no chapter matches {args.only}")
     helpers.show_env()
-    print(f"results and figures go to {helpers.RESULTS_DIR.relative_to(ROOT)}/")
-    env = dict(os.environ, SLOWER_MODE=helpers.MODE)
+    print(f"results and figures go to {os.path.relpath(helpers.RESULTS_DIR, ROOT)}/")
+    jupyter_path = os.pathsep.join(p for p in (str(KERNELS / "share" / "jupyter"), os.environ.get("JUPYTER_PATH")) if p)
+    env = dict(os.environ, SLOWER_MODE=helpers.MODE, SLOWER_RESULTS_ROOT=str(helpers.RESULTS_ROOT),
+               JUPYTER_PATH=jupyter_path)
     bar = tqdm(chapters, desc="series", unit="chapter")
     for nb in bar:
         bar.set_postfix_str(nb.stem)

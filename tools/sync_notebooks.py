@@ -1,7 +1,8 @@
 """Keep the notebooks in step with their sources.
 
 For each ``notebooks/NN_name.py`` (the source of truth, jupytext percent format):
-1. rewrite its setup cell and its "Open in Colab" badge from ``colab_setup.py`` (where REPO_URL lives);
+1. rewrite its setup cell and its "Open in Colab" badge from ``colab_setup.py`` (where REPO_URL lives), and
+   give the .ipynb Colab's GPU (T4) runtime metadata;
 2. regenerate ``NN_name.ipynb`` from it with jupytext, keeping the outputs already stored there for the
    code cells that have not changed (a changed cell loses its outputs: they came from other code).
 
@@ -51,9 +52,11 @@ def pair_differences(path: Path) -> list[str]:
     src, gen = jupytext.read(path), jupytext.read(ipynb)
     a = [(c.cell_type, c.source.strip()) for c in src.cells]
     b = [(c.cell_type, c.source.strip()) for c in gen.cells]
+    problems = [f"{path.stem}: no Colab GPU metadata in {ipynb.name}"
+                for k, v in colab_setup.COLAB_METADATA.items() if gen.metadata.get(k) != v][:1]
     if len(a) != len(b):
-        return [f"{path.stem}: {len(a)} cells in .py, {len(b)} in .ipynb"]
-    return [f"{path.stem}: cell {i} differs" for i, (x, y) in enumerate(zip(a, b)) if x != y]
+        return problems + [f"{path.stem}: {len(a)} cells in .py, {len(b)} in .ipynb"]
+    return problems + [f"{path.stem}: cell {i} differs" for i, (x, y) in enumerate(zip(a, b)) if x != y]
 
 
 def drop_stale_outputs(nb, stored) -> list[int]:
@@ -100,6 +103,7 @@ def main() -> int:
             cleared = drop_stale_outputs(nb, stored)
             if cleared:
                 print(f"{ipynb.name}: cleared the outputs of changed cells {cleared}")
+        nb.metadata.update(colab_setup.COLAB_METADATA)  # open on a GPU runtime from a badge
         jupytext.write(nb, ipynb)
     for p in problems:
         print(p)

@@ -1,16 +1,43 @@
 #!/usr/bin/env bash
-# The test command: install what is missing, then run every check.
-#   kernels and helpers (tests/), the T4/H200 compile check, the notebook pairing check,
-#   the Colab setup path, the README-vs-results check, and all eight notebooks in CPU mode (nbmake).
-# On a machine without torch (CI, a fresh laptop) it installs the pinned CPU stack from constraints-ci.txt.
+# The test command (CI runs exactly this, through .ci/run):
+#   bash tools/test.sh                  # install what is missing, then every check
+#   bash tools/test.sh --keep-outputs   # also store the executed notebooks in notebooks/*.ipynb
+# Checks: kernels against float64/fp32 references, the harness on a tiny Qwen3, the T4/H200 compile
+# check, notebook pairing, the Colab setup path, the README, the workflows (actionlint), then every
+# notebook under nbmake. Without a GPU (or with SLOWER_MODE=cpu) the notebooks run in CPU mode
+# (Triton's interpreter); with a GPU the tests run on it and the notebooks run in quick mode.
+# Results and figures go to runs/ (ignored by git): no tracked file changes, and the end checks that.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-if [ "${CI:-}" = "true" ] || ! "$PY" -c "import torch" 2>/dev/null; then
-  "$PY" -m pip install --quiet --disable-pip-version-check -r requirements-test.txt -c constraints-ci.txt
-else
-  "$PY" -m pip install --quiet --disable-pip-version-check -r requirements-test.txt
+NBMAKE_ARGS=()
+for arg in "$@"; do
+  case "$arg" in
+    --keep-outputs) NBMAKE_ARGS+=(--overwrite) ;;
+    *) echo "usage: bash tools/test.sh [--keep-outputs]" >&2; exit 2 ;;
+  esac
+done
+# What git sees (file list and every tracked change), to check at the end that the tests left it alone.
+snapshot() { git status --porcelain --untracked-files=all 2>/dev/null; git diff HEAD --binary 2>/dev/null | sha1sum; }
+before=$(snapshot)
+
+"$PY" tools/install.py --test
+# nbmake runs each notebook in a "python3" kernel: ours, under build/, for this very Python (the user's
+# own Jupyter kernels are left alone).
+"$PY" -m ipykernel install --prefix build/jupyter --name python3 >/dev/null
+export JUPYTER_PATH="$PWD/build/jupyter/share/jupyter${JUPYTER_PATH:+:$JUPYTER_PATH}"
+if [ -z "${SLOWER_MODE:-}" ]; then
+  SLOWER_MODE=$("$PY" -c "import torch; print('quick' if torch.cuda.is_available() else 'cpu')")
 fi
-"$PY" -m ipykernel install --user --name python3 >/dev/null  # nbmake needs a "python3" kernel
+export SLOWER_MODE
+echo "test command: SLOWER_MODE=$SLOWER_MODE ($("$PY" -c "import torch; print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'no GPU')"))"
+
 "$PY" -m pytest -q -p no:cacheprovider tests
-SLOWER_MODE=cpu "$PY" -m pytest -q -p no:cacheprovider --nbmake --nbmake-timeout=900 notebooks
+"$PY" -m pytest -q -p no:cacheprovider --nbmake --nbmake-timeout=900 "${NBMAKE_ARGS[@]}" notebooks
+
+after=$(snapshot)
+if [ ${#NBMAKE_ARGS[@]} -eq 0 ] && [ "$before" != "$after" ]; then
+  echo "FAILED: the test command changed the working tree (git status before and after differ):" >&2
+  diff <(echo "$before") <(echo "$after") >&2 || true
+  exit 1
+fi

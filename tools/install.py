@@ -1,0 +1,105 @@
+"""Install what the series (or, with --test, the test command) needs and this Python lacks.
+
+    python tools/install.py          # what tools/run_series.py needs (it calls this itself)
+    python tools/install.py --test   # also the test runners and the notebook toolchain (tools/test.sh)
+
+Both commands of the README call this first. What it does:
+
+* **PyTorch missing, a GPU present** (``nvidia-smi`` lists one): the public wheels of PyTorch, whose
+  Linux build brings the Triton it was built with, at the versions pinned in ``constraints-ci.txt``.
+* **PyTorch missing, no GPU**: a CPU build of PyTorch (a few hundred MB instead of several GB of CUDA
+  libraries) from PyTorch's CPU wheel index, or from a local wheel that pip already finds (its
+  ``--find-links``), plus Triton for its interpreter; all at the pinned versions.
+* **Everything else** in ``requirements.txt`` (and ``requirements-test.txt`` with --test) that is absent or
+  outside its range; where PyTorch was missing, or under ``CI=true`` on a machine without a GPU, all of
+  it at the pinned versions, so that a fresh environment and CI run what the pins say.
+
+An installed PyTorch is never replaced (except by CPU CI): Colab's, or your own CUDA build, stays.
+Set ``SLOWER_TORCH_INDEX`` to use another CPU wheel index, or to an empty string to use only the default
+index. Linux only: Triton publishes no wheels for macOS or Windows (see the README).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+import colab_setup  # noqa: E402
+
+REQUIREMENTS = ROOT / "requirements.txt"
+TEST_REQUIREMENTS = ROOT / "requirements-test.txt"
+CONSTRAINTS = ROOT / "constraints-ci.txt"
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"  # PyTorch's own index of CPU-only builds
+
+
+def gpu_present() -> bool:
+    """Whether an NVIDIA GPU is attached, asked of the driver (PyTorch may not be installed yet)."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
+        return False
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return False
+    done = subprocess.run([smi, "-L"], capture_output=True, text=True)
+    return done.returncode == 0 and "GPU" in done.stdout
+
+
+def pinned(name: str) -> str:
+    """``name==version`` from the constraints file (the one place the versions are written)."""
+    for line in CONSTRAINTS.read_text().splitlines():
+        spec = line.split("#")[0].strip()
+        if spec.split("==")[0].strip().lower() == name:
+            return spec
+    raise KeyError(f"{CONSTRAINTS.name} pins no {name}")
+
+
+def pip(*args: str) -> None:
+    cmd = [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", *args]
+    print("+", " ".join(cmd[1:]), flush=True)
+    subprocess.run(cmd, check=True)
+
+
+def install_torch(gpu: bool) -> None:
+    """The pinned PyTorch and Triton for this machine: the public CUDA build with a GPU, a CPU build without."""
+    index = os.environ.get("SLOWER_TORCH_INDEX", CPU_INDEX)
+    if not gpu and index:
+        # "torch==X" matches both the default index's CUDA build "X" and the CPU index's "X+cpu"; pip prefers
+        # the "+cpu" local version, which needs no CUDA libraries. Only torch itself is looked up there.
+        pip("--quiet", "--no-deps", pinned("torch"), "--extra-index-url", index)
+    # its dependencies (and, with a GPU, the CUDA build itself) from the default index; an installed
+    # "X+cpu" satisfies "torch==X", so it stays
+    pip("--quiet", pinned("torch"), pinned("triton"), "-c", str(CONSTRAINTS))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--test", action="store_true", help="also what the test command needs")
+    args = parser.parse_args(argv)
+    if platform.system() != "Linux":
+        print(f"warning: {platform.system()} has no Triton wheels; use Colab or Linux (see the README)")
+    ci = os.environ.get("CI") == "true"
+    gpu = gpu_present()
+    reqs = TEST_REQUIREMENTS if args.test else REQUIREMENTS
+    # A fresh environment gets the pinned stack throughout, and so does CPU CI (it tests what the pins
+    # say); an environment that has its own PyTorch (Colab's, a GPU runner's) keeps it.
+    pinned_stack = (ci and not gpu) or importlib.util.find_spec("torch") is None
+    if pinned_stack:
+        print(f"installing PyTorch and Triton ({'GPU build' if gpu else 'CPU build'}) at the pinned versions")
+        install_torch(gpu)
+        pip("--quiet", "-r", str(reqs), "-c", str(CONSTRAINTS))
+        return 0
+    missing = colab_setup.missing_requirements(reqs, gpu)
+    if missing:
+        print("installing what is missing:", " ".join(missing))
+        pip("--quiet", *missing)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
