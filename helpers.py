@@ -153,11 +153,12 @@ class Sizes:
     """Every size a chapter uses, per mode. Chapters read these; they never invent their own."""
     prompt_len: int            # tokens in the prompt for tokens/s runs
     new_tokens: int            # tokens generated per tokens/s run
-    new_tokens_full_stack: int  # chapter 6
+    new_tokens_full_stack: int  # chapter 6: one greedy generation per model, for where the outputs diverge
     new_tokens_context: int    # chapter 7
     context_prompts: tuple     # chapter 7's prompt lengths
     repeats: int               # timed generations per measurement (the median is reported)
     rounds: int                # rounds of an interleaved comparison (compare_configs): every config once each
+    rounds_sweep: int          # rounds per point of chapter 7's sweep (four comparisons of a ~4x effect)
     profile_tokens: int        # decode steps under torch.profiler (its bookkeeping is slow)
     add_n: int                 # elements for the headline add timing
     add_sweep: tuple           # element counts for the add sweep
@@ -173,8 +174,8 @@ class Sizes:
 
 SIZES_BY_MODE = {
     "full": Sizes(
-        prompt_len=32, new_tokens=128, new_tokens_full_stack=512, new_tokens_context=32,
-        context_prompts=(128, 256, 512, 1024), repeats=3, rounds=8, profile_tokens=16,
+        prompt_len=32, new_tokens=64, new_tokens_full_stack=512, new_tokens_context=32,
+        context_prompts=(128, 256, 512, 1024), repeats=3, rounds=8, rounds_sweep=5, profile_tokens=16,
         add_n=2**20, add_sweep=tuple(2**k for k in range(12, 27, 2)),
         rmsnorm_hidden=1024, rmsnorm_rows=512, rmsnorm_decode_rows=1,
         rmsnorm_sweep_rows=(1, 4, 16, 64, 256, 1024, 4096),
@@ -183,7 +184,7 @@ SIZES_BY_MODE = {
         attention_qwen_shape=dict(B=1, Hq=16, Hkv=8, S=1, T=512, D=128)),
     "quick": Sizes(
         prompt_len=16, new_tokens=16, new_tokens_full_stack=32, new_tokens_context=8,
-        context_prompts=(64, 128), repeats=2, rounds=3, profile_tokens=4,
+        context_prompts=(64, 128), repeats=2, rounds=3, rounds_sweep=2, profile_tokens=4,
         add_n=2**16, add_sweep=tuple(2**k for k in range(12, 21, 4)),
         rmsnorm_hidden=1024, rmsnorm_rows=64, rmsnorm_decode_rows=1, rmsnorm_sweep_rows=(1, 16, 256),
         matmul_shape=(64, 1024, 1024), matmul_decode_shape=(1, 1024, 1024),
@@ -191,7 +192,7 @@ SIZES_BY_MODE = {
         attention_qwen_shape=dict(B=1, Hq=16, Hkv=8, S=1, T=128, D=128)),
     "cpu": Sizes(
         prompt_len=16, new_tokens=8, new_tokens_full_stack=12, new_tokens_context=4,
-        context_prompts=(16, 32), repeats=1, rounds=2, profile_tokens=4,
+        context_prompts=(16, 32), repeats=1, rounds=2, rounds_sweep=2, profile_tokens=4,
         add_n=2**12, add_sweep=(2**8, 2**10, 2**12, 2**14),
         rmsnorm_hidden=64, rmsnorm_rows=16, rmsnorm_decode_rows=1, rmsnorm_sweep_rows=(1, 4, 16, 64),
         matmul_shape=(16, 64, 128), matmul_decode_shape=(1, 64, 128),
@@ -623,55 +624,6 @@ def profile_decode(model, prompt_len: int, new_tokens: int | None = None, tokeni
                          project_per_token, n, note + f"decode steps profiled: {steps}")
 
 
-@dataclass
-class CallProfile:
-    launches: float | None          # CUDA kernels per call (GPU only)
-    project_launches: float         # our Triton kernels per call
-    gpu_busy_ms: float | None       # summed kernel time per call (GPU only)
-    wall_ms: float                  # host wall-clock per call, synchronised
-
-
-def profile_call(fn, repeats: int = 5) -> CallProfile:
-    """Launches, GPU-busy time and wall time of one call of ``fn`` (averaged over ``repeats``)."""
-    fn()  # warm-up
-    _sync()
-    with kernels.count_launches() as c:
-        fn()
-    project = sum(c.values())
-    walls = []
-    for _ in range(repeats):
-        _sync()
-        start = time.perf_counter()
-        fn()
-        _sync()
-        walls.append(time.perf_counter() - start)
-    wall_ms = statistics.median(walls) * 1e3
-    if not HAS_GPU:
-        return CallProfile(None, project, None, wall_ms)
-
-    def run():
-        for _ in range(repeats):
-            fn()
-
-    launches, busy = _kernel_stats(run)
-    return CallProfile(launches / repeats, project, busy / repeats, wall_ms)
-
-
-def bench_ms(fn, **kwargs) -> float:
-    """Median milliseconds per call: ``triton.testing.do_bench`` on a GPU; wall-clock in the interpreter."""
-    if HAS_GPU:
-        import triton
-
-        return triton.testing.do_bench(fn, return_mode="median", **kwargs)
-    fn()  # warm-up
-    times = []
-    for _ in range(3):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
-
-
 def bandwidth(model, tokens_per_s: float) -> dict:
     """Weight bytes read per second against the GPU's nominal bandwidth.
 
@@ -841,21 +793,23 @@ class Verdict:
 
 
 def noise_threshold(floor: Ratio | None = None) -> float:
-    """How far from 1 a median ratio must be to count as a difference: twice the A/A floor's own
-    distance from 1 (the original against itself, measured in the same run), and never under MIN_EFFECT."""
+    """How far a median ratio must be from 1 to count as a difference (above 1 + noise, or below
+    1 / (1 + noise)): twice the A/A floor's own distance from 1 (the original against itself, measured in
+    the same run), and never under MIN_EFFECT."""
     return max(MIN_EFFECT, 2 * abs(floor.median - 1)) if floor is not None else MIN_EFFECT
 
 
 def verdict(ratio: Ratio | float, floor: Ratio | None = None) -> Verdict:
     """One policy for every chapter: a ratio of times (above 1: slower) in words.
 
-    Real when the median is further from 1 than ``noise_threshold(floor)`` and, where per-round values
-    exist, the middle half of them (the quartiles) lies on the same side of 1.
+    Real when the median is beyond ``1 + noise`` or below ``1 / (1 + noise)`` (``noise_threshold(floor)``)
+    and, where per-round values exist, the middle half of them (the quartiles) lies on the same side of 1.
     """
     r = ratio if isinstance(ratio, Ratio) else Ratio.of([ratio])
     noise = noise_threshold(floor)
     same_side = r.low > 1 or r.high < 1
-    real = abs(r.median - 1) > noise and same_side
+    # symmetric in log space: "x slower" beyond 1 + noise, "x faster" below 1 / (1 + noise)
+    real = (r.median > 1 + noise or r.median < 1 / (1 + noise)) and same_side
     if not real:
         return Verdict("within noise", False, r.median, noise)
     factor = r.median if r.median > 1 else 1 / r.median
@@ -951,6 +905,161 @@ def compare_configs(model, configs: dict, prompt_len: int | None = None, new_tok
     ratios = {name: Ratio.of([t / b for t, b in zip(ts, base)]) for name, ts in seconds.items() if name != ORIGINAL}
     tps = {name: new_tokens / statistics.median(ts) for name, ts in seconds.items()}
     return Comparison(tps, seconds, ratios, orders, prompt_len, new_tokens)
+
+
+# --- Trends across a sweep (chapters 7 and 8) ----------------------------------------------------
+@dataclass
+class Trend:
+    word: str               # "grew", "shrank" or "no consistent trend"
+    text: str               # the reading, a verb phrase: "grew with the context ...", "showed no consistent trend: ..."
+    change: Ratio   # last point over first, with the widest quartile bounds
+    verdict: Verdict
+    points: str             # every point's median, "128: 4.10x, 256: ..."
+
+
+def read_trend(points: dict, floors: dict | None = None, unit: str = "x") -> Trend:
+    """How a quantity measured at several prompt lengths moved, read from every point.
+
+    ``points``: {prompt length: Ratio} (median and quartiles of the per-round values); ``floors``:
+    {prompt length: the A/A floor of that run}. "grew"/"shrank" only when the medians move one way at
+    every step and the change from the first point to the last is outside the noise by ``helpers.verdict``
+    (last over first, with the widest quartile bounds the two points allow, against the noisier end's A/A
+    floor). Otherwise "no consistent trend", with the reason.
+    """
+    lengths = sorted(points)
+    first, last = points[lengths[0]], points[lengths[-1]]
+    change = Ratio(last.median / first.median, last.low / first.high, last.high / first.low, [])
+    ends = [floors[L] for L in (lengths[0], lengths[-1]) if floors and L in floors]
+    floor = max(ends, key=lambda f: abs(f.median - 1)) if ends else None
+    v = verdict(change, floor)
+    medians = [points[L].median for L in lengths]
+    steps = [b - a for a, b in zip(medians, medians[1:])]
+    one_way = all(s >= 0 for s in steps) or all(s <= 0 for s in steps)
+    fmt = (lambda x: f"{x:.2f}x") if unit == "x" else (lambda x: f"{x:.1f} {unit}")
+    every = ", ".join(f"{L}: {fmt(m)}" for L, m in zip(lengths, medians))
+    span = f"{fmt(medians[0])} to {fmt(medians[-1])}"
+    if v.real and one_way:
+        word = "grew" if v.ratio > 1 else "shrank"
+        return Trend(word, f"{word} with the context, at every step: {span}, outside the noise", change, v, every)
+    reasons = []
+    if change.low <= 1 <= change.high:  # the quartiles leave room for no change: the spread is at least the change
+        reasons.append("within the per-round spread")
+    elif not v.real:
+        reasons.append(f"within noise by the series' rule (its noise threshold here: {100 * v.noise:.0f}% from 1)")
+    if not one_way:
+        reasons.append("not one way from point to point")
+    return Trend("no consistent trend", f"showed no consistent trend: {span}, {' and '.join(reasons)}", change, v,
+                 every)
+
+
+def read_together(a: Trend, b: Trend, names=("the original", "the custom model")) -> str:
+    """Whether two trends moved together: both grew, both fell, only one moved, or opposite ways."""
+    if a.word == b.word:
+        return {"grew": "both grew", "shrank": "both fell"}.get(a.word, "neither moved consistently")
+    if "no consistent trend" in (a.word, b.word):
+        name, moved = (names[0], a) if b.word == "no consistent trend" else (names[1], b)
+        return f"only {name}'s {'fell' if moved.word == 'shrank' else moved.word}"
+    return "they moved in opposite directions"
+
+
+# --- Reproduce: the headline ratios again, in minutes -------------------------------------------
+# The tokens/s ratios come from one interleaved comparison; the kernel ratios from GPU time (CUDA-graph
+# replay) at the chapters' shapes. ``reproduce`` measures them and sets them beside a committed run.
+REPRODUCE_CONFIGS = {  # result id -> (configuration name, patched() arguments), as the chapters measure them
+    "rmsnorm.tps_slowdown": ("two-pass RMSNorm", dict(rmsnorm="two_pass")),
+    "matmul.attention_proj_slowdown": ("attention proj", dict(projections={"attention"})),
+    "matmul.attention_mlp_slowdown": ("attention + MLP proj", dict(projections={"attention", "mlp"})),
+    "matmul.all_proj_rmsnorm_slowdown": ("all proj + RMSNorm", dict(rmsnorm="two_pass",
+                                                                   projections=set(PROJECTION_GROUPS))),
+    "attention.slowdown": ("per-head attention", dict(attention="slow")),
+    "full.slowdown": ("all custom", ALL_CUSTOM),
+}
+
+
+def _kernel_ratio_cases() -> dict:
+    """result id -> (ours, reference): zero-argument calls on fresh random inputs at the chapters' shapes."""
+    import torch.nn.functional as F
+    from transformers.models.qwen3.modeling_qwen3 import Qwen3RMSNorm
+
+    g = torch.Generator().manual_seed(0)
+
+    def rand(*shape):
+        return torch.randn(*shape, generator=g).to(DEVICE, DTYPE)
+
+    x, y = rand(SIZES.add_n), rand(SIZES.add_n)
+    rows = rand(SIZES.rmsnorm_rows, SIZES.rmsnorm_hidden)
+    norm = Qwen3RMSNorm(SIZES.rmsnorm_hidden, eps=1e-6).to(DEVICE, DTYPE)
+    with torch.no_grad():
+        norm.weight.copy_(torch.randn(SIZES.rmsnorm_hidden, generator=g))
+    M, K, N = SIZES.matmul_shape
+    a, w = rand(M, K), rand(N, K)
+    s = SIZES.attention_blog_shape
+    q, k, v = rand(s["B"], s["Hq"], s["S"], s["D"]), rand(s["B"], s["Hkv"], s["T"], s["D"]), rand(
+        s["B"], s["Hkv"], s["T"], s["D"])
+    scale = s["D"] ** -0.5
+    return {
+        "add.ratio": (lambda: kernels.add(x, y), lambda: torch.add(x, y)),
+        "rmsnorm.two_pass_ratio": (lambda: kernels.rmsnorm_two_pass(rows, norm.weight, norm.variance_epsilon),
+                                   lambda: norm(rows)),
+        "matmul.triton_ms/matmul.torch_ms": (lambda: kernels.matmul(a, w.t(), **kernels.DEFAULT_TILE.kwargs()),
+                                             lambda: a @ w.t()),
+        "attention.slow_ms/attention.sdpa_ms": (
+            lambda: kernels.attention_slow(q, k, v, scale=scale, causal=False),
+            lambda: F.scaled_dot_product_attention(q, k, v, scale=scale, enable_gqa=s["Hq"] != s["Hkv"])),
+    }
+
+
+def _committed_value(table, key: str) -> float | None:
+    """A committed result (or a ratio of two, ``a/b``) from a results table indexed by id."""
+    try:
+        if "/" in key:
+            top, bottom = key.split("/")
+            return float(table.loc[top, "value"]) / float(table.loc[bottom, "value"])
+        return float(table.loc[key, "value"])
+    except (KeyError, ValueError, ZeroDivisionError):
+        return None
+
+
+def reproduce(model=None, tokenizer=None, ids=None, rounds: int | None = None, committed: Path | None = None):
+    """Re-measure the headline ratios (all, or those in ``ids``) and set each beside the committed run.
+
+    Returns a DataFrame: id, what, clock, yours, committed, deviation (%), verdict (yours). The tokens/s
+    ratios need ``model`` (the same model the chapters use; loaded here when None).
+    """
+    import pandas as pd
+
+    ids = list(ids) if ids is not None else [*_kernel_ratio_cases(), *REPRODUCE_CONFIGS]
+    unknown = [i for i in ids if i not in REPRODUCE_CONFIGS and i not in _kernel_ratio_cases()]
+    if unknown:
+        raise ValueError(f"ids: {unknown} cannot be reproduced; choose from {[*_kernel_ratio_cases(), *REPRODUCE_CONFIGS]}")
+    committed = committed or COMMITTED_DIR / SLUG / "results.csv"
+    table = results(committed).set_index("id")
+    rows = []
+    cases = _kernel_ratio_cases()
+    for key in [i for i in ids if i in cases]:
+        ours, reference = cases[key]
+        t_ours, t_ref = time_call(ours), time_call(reference)
+        clock = "gpu" if HAS_GPU else "interpreter"
+        mine = (t_ours.gpu_ms / t_ref.gpu_ms) if HAS_GPU else (t_ours.host_ms / t_ref.host_ms)
+        rows.append({"id": key, "what": "kernel time ratio", "clock": CLOCK_LABELS[clock], "yours": mine,
+                     "verdict": verdict(mine).text})
+    configs = {REPRODUCE_CONFIGS[i][0]: REPRODUCE_CONFIGS[i][1] for i in ids if i in REPRODUCE_CONFIGS}
+    if configs:
+        if model is None:
+            model, tokenizer, _ = load_model()
+        comparison = compare_configs(model, configs, tokenizer=tokenizer, rounds=rounds)
+        for key in [i for i in ids if i in REPRODUCE_CONFIGS]:
+            name = REPRODUCE_CONFIGS[key][0]
+            r = comparison.ratios[name]
+            rows.append({"id": key, "what": f"time ratio to the original ({name})",
+                         "clock": f"wall, {len(comparison.orders)} shuffled rounds", "yours": r.median,
+                         "verdict": comparison.verdict(name).text})
+        rows.append({"id": "A/A floor", "what": "the original against itself", "clock": "wall",
+                     "yours": comparison.floor.median, "verdict": comparison.verdict(ORIGINAL_AGAIN).text})
+    out = pd.DataFrame(rows)
+    out["committed"] = [_committed_value(table, k) for k in out["id"]]
+    out["deviation %"] = 100 * (out["yours"] / out["committed"] - 1)
+    return out[["id", "what", "clock", "yours", "committed", "deviation %", "verdict"]]
 
 
 # --- Results ------------------------------------------------------------------------------------
@@ -1083,6 +1192,7 @@ def compare(ids=None):
         order = {k: i for i, k in enumerate(ids)}
         table = table[table["id"].isin(order)].assign(_o=lambda t: t["id"].map(order)).sort_values("_o")
         table = table.drop(columns="_o")
+    table = table[~table["id"].str.contains("{", regex=False)]  # catalogue patterns such as context.{prompt}.ratio
     table["blog_t4"] = table["blog_t4"].fillna("")
     return table[["id", "yours", "h200", "blog_t4", "unit"]].reset_index(drop=True)
 
@@ -1191,19 +1301,6 @@ def plain_log_ticks(ax, axis: str = "both", values=None, labels=None) -> None:
             target.set_minor_locator(ticker.LogLocator(base=10, subs=tuple(range(2, 10))))
         target.set_major_formatter(_Plain())
         target.set_minor_formatter(ticker.NullFormatter())
-
-
-def forwards_per_tps(new_tokens: int, repeats: int | None = None) -> int:
-    """Forward passes ``measure_tps`` makes: a warm-up, ``repeats`` one-token runs and ``repeats`` timed runs."""
-    repeats = repeats or SIZES.repeats
-    return (repeats + 1) * new_tokens + repeats
-
-
-def forwards_per_profile(new_tokens: int | None = None) -> int:
-    """Forward passes ``profile_decode`` makes: warm-up, 3 timed n- and 1-token runs, the launch count runs
-    (n and 1 tokens) and, on a GPU, the profiled runs (n and 1 tokens)."""
-    n = max(2, min(new_tokens or SIZES.profile_tokens, SIZES.profile_tokens))
-    return n + 3 * (n + 1) + (n + 1) + ((n + 1) if HAS_GPU else 0)
 
 
 @contextmanager

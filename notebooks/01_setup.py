@@ -16,7 +16,8 @@
 # - why slowing a model down on purpose is a good way to learn how a GPU spends its time;
 # - what a *kernel*, a *kernel launch* and *memory traffic* are, in plain words;
 # - how to load Qwen3-0.6B, count the modules we will later replace, and generate text reproducibly;
-# - how to measure tokens per second, with and without the KV cache;
+# - how to measure tokens per second, with and without the KV cache, so that noise cannot fool you:
+#   interleaved rounds, and the original model measured against itself (the *A/A floor*);
 # - where the time of one generated token actually goes: launches, GPU-busy time, wall time, and the
 #   weight-read floor that no implementation can beat.
 
@@ -71,6 +72,14 @@ import helpers
 helpers.show_env()
 
 # %% [markdown]
+# The line ends with `pinned`. At batch size 1 the host CPU sets the pace, so setting `SLOWER_PIN_CPUS`
+# before `helpers` is imported (cores as `taskset -c` writes them: `3`, `2-5`) keeps this process on those
+# cores, which steadies the timings on some hosts and not on others; `no` means the operating system
+# moves it freely. Pinned or not, every tokens/s comparison in this series also times the original model
+# against itself, and how far that *A/A* pair strays from 1 (the *A/A floor*) is the noise any real
+# difference has to beat.
+
+# %% [markdown]
 # ## The model
 #
 # `helpers.load_model` loads Qwen3-0.6B in fp16 on a GPU (a T4 has no bf16). Where the Hugging Face hub
@@ -121,35 +130,46 @@ helpers.md(
 # %% [markdown]
 # ## Generating text the same way every time
 #
-# A speed comparison only means something if every run does the same work. So generation here is
-# **greedy** (always the most likely next token, no sampling) and always produces exactly the same
-# number of new tokens: `helpers.measure_tps` sets `min_new_tokens == max_new_tokens`, so an early
-# end-of-text token cannot shorten a run. The prompt is fixed and seeded too.
-#
-# `measure_tps` first runs one untimed warm-up generation of the same length (the first pass over each
-# sequence length pays for memory allocation and, for Triton, compilation, and that one-off cost must not
-# land in a timed run) and then times a few repeats, synchronising with the GPU around each one. It
-# reports the median, the spread between repeats, and the time of the *prefill*: the single forward pass
-# over the whole prompt that comes before the first new token.
-#
-# One caution before any number: at batch size 1 the speed depends on the host CPU as much as on the GPU,
-# so the same model on the same GPU can run at quite different speeds from one machine, or one minute, to
-# the next. So the series compares configurations measured in the same run, as ratios, and shows the
-# spread between repeats.
+# A speed comparison only means something if every run does the same work. So every generation in this
+# series is **greedy** (always the most likely next token, no sampling) and produces exactly the same
+# number of new tokens: the harness sets `min_new_tokens == max_new_tokens`, so an early end-of-text
+# token cannot shorten a run. The prompt is fixed too (real text with the tokenizer, seeded random ids
+# without one). Here is one such generation, untimed, to see that the model works.
 
 # %%
 sizes = helpers.SIZES
-print(f"prompt: {sizes.prompt_len} tokens, new tokens per run: {sizes.new_tokens}, repeats: {sizes.repeats}")
-with helpers.generation_progress(model, helpers.forwards_per_tps(sizes.new_tokens), "with KV cache"):
-    with_cache = helpers.measure_tps(model, sizes.prompt_len, sizes.new_tokens, tokenizer=tokenizer,
-                                     use_cache=True)
-assert len(with_cache.ids) == sizes.new_tokens, "generation must produce a fixed number of tokens"
+P, n = sizes.prompt_len, sizes.new_tokens
+prompt = helpers.make_prompt(P, tokenizer, model.config.vocab_size)
+sample, _ = helpers._generate(model, prompt, n, use_cache=True)  # (new token ids, seconds): untimed here
+assert len(sample) == n, "generation must produce a fixed number of tokens"
+print(f"prompt: {P} tokens, new tokens per generation: {n}")
 if tokenizer is not None:
-    print("generated text:", repr(tokenizer.decode(with_cache.ids)))
+    print("generated text:", repr(tokenizer.decode(sample)))
 else:
-    print("generated token ids (random weights, no tokenizer):", with_cache.ids[:16].tolist(), "...")
-print(f"{with_cache.tokens_per_s:.2f} tokens/s (spread {with_cache.spread_pct:.1f}%), "
-      f"prefill {with_cache.prefill_ms:.1f} ms")
+    print("generated token ids (random weights, no tokenizer):", sample[:16].tolist(), "...")
+
+# %% [markdown]
+# ## How this series compares two configurations
+#
+# At batch size 1 the speed depends on the host CPU as much as on the GPU, so the same model on the same
+# GPU runs at different speeds from one machine, or one minute, to the next. Timing configuration A
+# for a while and then configuration B would mix the difference between A and B with whatever the host
+# did in between. `helpers.compare_configs` measures them together instead:
+#
+# 1. **warm-up**: every configuration generates once, untimed, so that one-off costs (memory allocation,
+#    Triton compilation for the first pass over each sequence length) never land in a timed run;
+# 2. **rounds**: in each round every configuration generates once, in a shuffled order, synchronised
+#    with the GPU before and after, and its time is divided by the original model's time *in the same
+#    round*. A slow minute on the host slows both runs of a round alike, and the ratio cancels it;
+# 3. **the A/A floor**: the original model takes part twice, as `original` and `original (again)`. Their
+#    ratio should be 1; how far it strays is the noise of this very run;
+# 4. **the verdict**: the result is the median of the per-round ratios, with the quartiles (the middle half
+#    of the rounds). `helpers.verdict` calls it "slower" or "faster" only when the median lies further from
+#    1 than twice the A/A floor's distance from 1 (and at least `helpers.MIN_EFFECT`, 5%), and the middle
+#    half of the rounds agree on the direction; otherwise it says **within noise**, and so do we.
+#
+# Every "N x slower" in tokens/s in this series comes from such a comparison. tokens/s itself is the new
+# tokens divided by the whole generation time, the prefill (the forward pass over the prompt) included.
 
 # %% [markdown]
 # ## The KV cache: what it saves, and what we expect
@@ -170,64 +190,67 @@ print(f"{with_cache.tokens_per_s:.2f} tokens/s (spread {with_cache.spread_pct:.1
 # tells.
 
 # %%
-P, n = sizes.prompt_len, sizes.new_tokens
 positions_cached = P + (n - 1)
 positions_uncached = sum(P + i for i in range(n))
-print(f"positions processed with the cache:    {positions_cached:,}")
-print(f"positions processed without the cache: {positions_uncached:,}  "
-      f"({positions_uncached / positions_cached:.0f}x as many)")
-
-# %%
-with helpers.generation_progress(model, helpers.forwards_per_tps(sizes.new_tokens), "without KV cache"):
-    without_cache = helpers.measure_tps(model, sizes.prompt_len, sizes.new_tokens, tokenizer=tokenizer,
-                                        use_cache=False)
-helpers.record("baseline.tps_kv", with_cache.tokens_per_s, "tokens/s", f"greedy, prompt {P}, {n} new tokens")
-helpers.record("baseline.tps_no_kv", without_cache.tokens_per_s, "tokens/s",
-               f"use_cache=False, prompt {P}, {n} new tokens")
-helpers.record("baseline.prefill_ms", with_cache.prefill_ms, "ms", f"one forward pass over {P} prompt tokens")
-
-same = int((without_cache.ids == with_cache.ids).sum())
-print(f"with KV cache:    {with_cache.tokens_per_s:8.2f} tokens/s")
-print(f"without KV cache: {without_cache.tokens_per_s:8.2f} tokens/s")
-print(f"same greedy tokens in both runs: {same} of {n}")
-
-# %%
-kv_ratio = with_cache.tokens_per_s / without_cache.tokens_per_s  # above 1: the cache helped
 work_ratio = positions_uncached / positions_cached
-noise = max(with_cache.spread_pct, without_cache.spread_pct) / 100  # run-to-run spread of the repeats
-within_noise = max(kv_ratio, 1 / kv_ratio) < 1 + noise
-if within_noise:
-    story = (f"the two are within the {100 * noise:.0f}% spread between repeats, too close for this run to tell "
-             "apart" + (f": whatever {work_ratio:.0f}x the positions cost is lost in the noise, which itself says "
-                        "that most of each step's time does not grow with the sequence length"
-                        if work_ratio > 2 * (1 + noise) else
-                        "; with this much noise the run says nothing about what the extra positions cost"))
-elif kv_ratio >= 2:
-    story = ("recomputing the whole history at every step is a cost this hardware clearly feels"
-             + (f", though still far less than the {work_ratio:.0f}x in positions: part of each step's time "
-                "does not grow with the sequence" if kv_ratio < work_ratio / 2 else
-                f", roughly in line with the {work_ratio:.0f}x in positions: here the arithmetic sets the pace"))
-elif kv_ratio > 1.1:
-    story = ("the uncached run is slower, but by far less than the extra positions suggest: most of each "
-             "step's time does not grow with the sequence length")
-elif kv_ratio >= 0.9:
-    story = ("the two runs take about the same time: a step costs the same whether it processes one "
-             "position or many, so the time goes into something other than the arithmetic")
-else:
-    story = ("the cache did not pay for itself here: with a short sequence, managing the cache cost more "
-             "than the positions it saves")
-helpers.md(
-    f"Without the cache the model processed {work_ratio:.0f} times as many positions and ran at "
-    f"{without_cache.tokens_per_s:.1f} tokens/s against {with_cache.tokens_per_s:.1f} with it: "
-    + (f"**{kv_ratio:.2f}x slower**" if kv_ratio > 1 else f"**{1 / kv_ratio:.2f}x faster**")
-    + f". So {story}. "
-    f"{same} of the {n} greedy tokens agree between the two runs (the two paths add numbers in a different "
-    "order, so in low precision an occasional divergence would not be a bug). "
-    "For comparison, the blog reports that on its T4 turning the cache off cut tokens/s by about half or "
-    "more; its baseline table itself is missing from the text."
-    + (f" Careful: the repeats of one measurement differed by up to {100 * noise:.0f}% on this machine, so "
-       "differences smaller than that are noise." if noise > 0.2 and not within_noise else "")
+print(f"positions processed with the cache:    {positions_cached:,}")
+print(f"positions processed without the cache: {positions_uncached:,}  ({work_ratio:.0f}x as many)")
+
+# %% [markdown]
+# First, correctness: without the cache the model must compute the same thing. One more untimed
+# generation, and the two token sequences side by side.
+
+# %%
+sample_no_kv, _ = helpers._generate(model, prompt, n, use_cache=False)
+same = int((sample_no_kv == sample).sum())
+print(f"same greedy tokens with and without the cache: {same} of {n}")
+
+# %% [markdown]
+# Now the measurement: the model with its cache (`original`, twice) and without it, in
+# `helpers.SIZES.rounds` shuffled rounds.
+
+# %%
+comparison = helpers.compare_configs(model, {"no KV cache": {"use_cache": False}}, tokenizer=tokenizer)
+tps_kv = comparison.tokens_per_s[helpers.ORIGINAL]
+tps_no_kv = comparison.tokens_per_s["no KV cache"]
+setting = f"greedy, prompt {P}, {n} new tokens, median of {len(comparison.orders)} shuffled rounds"
+helpers.record("baseline.tps_kv", tps_kv, "tokens/s", setting + "; prefill included")
+helpers.record("baseline.tps_no_kv", tps_no_kv, "tokens/s", "use_cache=False, " + setting + "; prefill included")
+no_kv = comparison.record("no KV cache", "baseline.no_kv_slowdown", f"prompt {P}, {n} new tokens")
+
+helpers.show(comparison.table().round(3))
+floor = comparison.floor
+print(f"A/A floor (the original against itself): median {floor.median:.3f}, "
+      f"quartiles {floor.low:.2f}-{floor.high:.2f}; differences within {100 * no_kv.noise:.0f}% of 1 are noise here")
+
+# %%
+r = comparison.ratios["no KV cache"]
+text = (
+    f"With the cache the model generated **{tps_kv:.1f} tokens/s**, without it **{tps_no_kv:.1f} tokens/s** "
+    f"(medians; prefill included). Round by round, a generation without the cache took a median "
+    f"**{r.median:.2f}x** the time of one with it (middle half of the rounds {r.low:.2f}-{r.high:.2f}), while the "
+    f"original against itself gave {floor.median:.2f} ({floor.low:.2f}-{floor.high:.2f}). Verdict: **{no_kv.text}**. "
 )
+if not no_kv.real:
+    text += (f"So this run cannot tell the two apart, although the uncached run processed {work_ratio:.0f}x as "
+             "many positions"
+             + (": whatever the extra positions cost is lost in the noise, which itself says that most of a "
+                "step's time does not grow with the number of positions it processes. "
+                if work_ratio > 2 * (1 + no_kv.noise) else
+                "; with this much noise the run says nothing about what the extra positions cost. "))
+elif no_kv.ratio > 1:
+    text += (f"The uncached run processed {work_ratio:.0f}x as many positions for {r.median:.2f}x the time: "
+             + ("far less than in proportion, so most of each step's time does not grow with the sequence "
+                "length. " if r.median < work_ratio / 2 else
+                "roughly in proportion, so here the arithmetic sets the pace. "))
+else:
+    text += ("The cache did not pay for itself here: with a sequence this short, managing it cost more than "
+             "the positions it saves. ")
+text += (f"{same} of the {n} greedy tokens agree between the two paths (they add numbers in a different order, "
+         "so in low precision an occasional divergence would not be a bug). For comparison, the blog reports "
+         "that on its T4 turning the cache off cut tokens/s by about half or more, a time ratio of 2 or more; "
+         "its baseline table itself is missing from the text.")
+helpers.md(text)
 
 # %% [markdown]
 # ## Where does the time of one token go?
@@ -237,38 +260,45 @@ helpers.md(
 # keeps only the decode steps (it subtracts a one-token run, so the prefill drops out):
 #
 # - **launches per token**: how many GPU kernels the model starts for one token;
-# - **GPU-busy time per token**: how long those kernels actually ran on the GPU, added up;
-# - **wall time per token**: how long the token took by the clock (timed without the profiler).
+# - **GPU-busy ms per token**: how long those kernels actually ran on the GPU, added up;
+# - **wall ms per token**: how long one decoded token took by the host's clock (timed without the
+#   profiler). This is the series' one time per token. It is not 1000 / tokens/s: tokens/s also counts
+#   the prefill.
 #
 # If the GPU-busy time is much smaller than the wall time, the GPU sits idle most of the time, waiting
 # for the CPU to launch the next kernel. That is what we expect at batch size 1: each layer is dozens of
 # kernels, every launch costs several microseconds of host work, and most kernels move at most a few
 # megabytes, which a modern GPU does in a few microseconds. (The exception is `lm_head`, which reads its
 # whole 151,936 x 1,024 weight, about 311 MB in fp16, once per token.)
+#
+# Beside it we time the prefill alone: a one-token generation, one forward pass over the prompt
+# (`helpers.measure_tps` with one new token: a few short runs, the median).
 
 # %%
-with helpers.generation_progress(model, helpers.forwards_per_profile(sizes.new_tokens), "profile"):
-    prof = helpers.profile_decode(model, sizes.prompt_len, sizes.new_tokens, tokenizer=tokenizer)
-
+prof = helpers.profile_decode(model, P, n, tokenizer=tokenizer)
+prefill = helpers.measure_tps(model, P, 1, tokenizer=tokenizer)
 
 helpers.record("baseline.launches_per_token", prof.launches_per_token, "launches",
                "CUDA kernels per decoded token (torch.profiler); empty in CPU mode")
 helpers.record("baseline.gpu_busy_ms_per_token", prof.gpu_busy_ms_per_token, "ms",
-               "summed kernel time per decoded token; empty in CPU mode")
+               "summed kernel time per decoded token (GPU clock); empty in CPU mode")
 helpers.record("baseline.wall_ms_per_token", prof.wall_ms_per_token, "ms",
-               "wall-clock per decoded token, prefill excluded")
+               "wall ms per decoded token (host clock), prefill excluded")
+helpers.record("baseline.prefill_ms", prefill.prefill_ms, "ms",
+               f"wall ms of a one-token generation: one forward pass over {P} prompt tokens")
 
-print(f"decode steps profiled:     {prof.tokens_profiled - 1}")
-print(f"kernel launches per token: {helpers.fmt(prof.launches_per_token, 0, 'launches')}")
-print(f"GPU-busy time per token:   {helpers.fmt(prof.gpu_busy_ms_per_token, 3, 'ms')}")
-print(f"wall time per token:       {helpers.fmt(prof.wall_ms_per_token, 3, 'ms')}")
+print(f"decode steps profiled:         {prof.tokens_profiled - 1}")
+print(f"kernel launches per token:     {helpers.fmt(prof.launches_per_token, 0, 'launches')}")
+print(f"GPU-busy ms per token:         {helpers.fmt(prof.gpu_busy_ms_per_token, 3, 'ms')}")
+print(f"wall ms per decoded token:     {helpers.fmt(prof.wall_ms_per_token, 3, 'ms')}")
+print(f"prefill ({P}-token prompt), wall: {helpers.fmt(prefill.prefill_ms, 3, 'ms')}")
 if prof.note:
     print("note:", prof.note)
 
 # %%
 if prof.gpu_busy_ms_per_token is None:
     helpers.md(
-        f"Each decoded token took **{prof.wall_ms_per_token:.1f} ms** of wall time here. Without a GPU there "
+        f"Each decoded token took **{prof.wall_ms_per_token:.1f} wall ms** here. Without a GPU there "
         "are no GPU kernels to count and no GPU-busy time to measure, so the split between work and waiting "
         "is left to a GPU run. On the GPU this cell shows the number that drives the rest of the series: "
         "how many kernels one token launches."
@@ -277,16 +307,17 @@ else:
     busy, wall, launches = prof.gpu_busy_ms_per_token, prof.wall_ms_per_token, prof.launches_per_token
     idle = prof.gpu_idle_fraction  # 1 - busy / wall, floored at 0 (the two come from separate runs)
     helpers.md(
-        f"Each token took **{wall:.2f} ms** of wall time, during which the GPU was busy for "
-        f"{'only ' if idle > 0.5 else ''}**{busy:.2f} ms**: it sat idle **{100 * idle:.0f}%** of the time. "
+        f"Each decoded token took **{wall:.2f} wall ms**, during which the GPU was busy for "
+        f"{'only ' if idle > 0.5 else ''}**{busy:.2f} GPU ms**: it sat idle **{100 * idle:.0f}%** of the time. "
         f"The model launched "
         f"**{launches:.0f} kernels** per token: one every {1000 * wall / launches:.1f} µs of wall time, while "
-        f"the average kernel ran for {1000 * busy / launches:.1f} µs. "
+        f"the average kernel ran for {1000 * busy / launches:.1f} µs of GPU time. "
         + ("So the token's time is set by how fast Python and PyTorch can launch kernels, not by the GPU's "
            "arithmetic or memory: every launch we add later should show up almost in full."
            if idle > 0.5 else
            "So on this machine the GPU is busy most of the time: the kernels themselves, not launching "
            "them, set the pace, and extra bytes should cost more than extra launches.")
+        + f" The prefill, one pass over all {P} prompt tokens, took {prefill.prefill_ms:.1f} wall ms."
     )
 
 # %% [markdown]
@@ -295,44 +326,50 @@ else:
 # To produce one token, every weight of the model has to be read from GPU memory at least once: the
 # matrix multiplications at batch size 1 use each weight exactly once. So the bytes of the weights divided
 # by the GPU's memory bandwidth is a hard floor on the time per token. An H200 reads about 4.8 TB/s, a T4
-# about 320 GB/s. `helpers.bandwidth` compares that floor with the measured time per token: the
-# *floor fraction* is the share of the hardware's best that the run achieved.
+# about 320 GB/s. `helpers.bandwidth` compares that floor with the measured decode rate: we give it the
+# decode tokens/s implied by the profile above, 1000 / (wall ms per decoded token), prefill excluded,
+# so that the floor (per decoded token) is set against the time of a decoded token. The *floor fraction*
+# is the share of the hardware's best that the run achieved.
 
 # %%
-bw = helpers.bandwidth(model, with_cache.tokens_per_s)
-ms_per_token = 1000 / with_cache.tokens_per_s
+decode_tps = 1000 / prof.wall_ms_per_token  # decoded tokens per second, prefill excluded
+bw = helpers.bandwidth(model, decode_tps)
 helpers.record("baseline.floor_fraction", bw["floor_fraction"], "fraction",
-               "achieved weight bandwidth / nominal bandwidth (= floor time / measured time per token)")
+               "weight bytes x decode rate (1000 / wall ms per decoded token) / nominal bandwidth "
+               "(= floor time / wall ms per decoded token)")
 
 print(f"weights read per token:    {bw['model_bytes'] / 1e6:,.1f} MB")
-print(f"measured time per token:   {ms_per_token:.2f} ms")
+print(f"wall ms per decoded token: {prof.wall_ms_per_token:.2f} ms (decode rate {decode_tps:.1f} tokens/s)")
 print(f"achieved weight bandwidth: {bw['achieved_gb_s']:.2f} GB/s")
 if bw["nominal_gb_s"]:
     print(f"nominal memory bandwidth:  {bw['nominal_gb_s']:.0f} GB/s")
-    print(f"floor time per token:      {bw['floor_ms_per_token']:.3f} ms")
+    print(f"floor per token:           {bw['floor_ms_per_token']:.3f} GPU ms (weight bytes / nominal bandwidth)")
     print(f"floor fraction:            {100 * bw['floor_fraction']:.2f}% of the hardware's best")
 else:
     print("floor:", bw["note"])
 
 # %%
+wall = prof.wall_ms_per_token
 if bw["floor_fraction"] is None:
     helpers.md(
-        f"Reading {bw['model_bytes'] / 1e6:.1f} MB of weights per token at {with_cache.tokens_per_s:.1f} "
+        f"Reading {bw['model_bytes'] / 1e6:.1f} MB of weights per decoded token at {decode_tps:.1f} decoded "
         f"tokens/s is an effective {bw['achieved_gb_s']:.2f} GB/s. There is no GPU here, hence no memory "
         "bandwidth to set a floor: on a GPU this cell shows how far the model runs from it."
     )
 else:
     helpers.md(
-        f"The floor is **{bw['floor_ms_per_token']:.2f} ms** per token; the model took "
-        f"**{ms_per_token:.1f} ms**, {ms_per_token / bw['floor_ms_per_token']:.0f} times the floor, reading "
+        f"The floor is **{bw['floor_ms_per_token']:.2f} GPU ms** per token (weight bytes / nominal bandwidth)"
+        f"; a decoded token took "
+        f"**{wall:.1f} wall ms**, {wall / bw['floor_ms_per_token']:.0f} times the floor, reading "
         f"its weights at an effective {bw['achieved_gb_s']:.0f} GB/s out of a nominal "
         f"{bw['nominal_gb_s']:.0f} GB/s ({100 * bw['floor_fraction']:.1f}%). "
         "The memory system is far from the limit: the time per token is spent elsewhere, and the profile "
         "above says where. That gap is the room in which this series makes the model slower."
         if bw["floor_fraction"] < 0.5 else
-        f"The floor is **{bw['floor_ms_per_token']:.2f} ms** per token and the model took "
-        f"**{ms_per_token:.2f} ms**: it reads its weights at {100 * bw['floor_fraction']:.0f}% of the nominal "
-        "bandwidth, so on this machine memory traffic, not launching, is what sets the pace."
+        f"The floor is **{bw['floor_ms_per_token']:.2f} GPU ms** per token (weight bytes / nominal bandwidth)"
+        f" and a decoded token took "
+        f"**{wall:.2f} wall ms**: the model reads its weights at {100 * bw['floor_fraction']:.0f}% of the "
+        "nominal bandwidth, so on this machine memory traffic, not launching, is what sets the pace."
     )
 
 # %% [markdown]
@@ -351,7 +388,9 @@ helpers.show(helpers.compare("baseline"))
 # - The model is a stack of identical layers: 4 RMSNorms, 7 linear layers and 1 attention block each,
 #   plus a final norm and `lm_head`. Those are the modules the next chapters replace.
 # - tokens/s is only comparable with greedy decoding, a fixed prompt and a fixed number of new tokens,
-#   after a warm-up.
+#   after a warm-up; and two configurations only when they are measured in the same run, in interleaved
+#   rounds, against an A/A floor (the original against itself) that says how large the noise is.
+# - tokens/s includes the prefill; the time per token is the wall ms per decoded token from the profile.
 # - At batch size 1, a token is a long chain of small kernel launches (the profile above counted them).
 #   Compare launches, GPU-busy time and wall time before reading anything into tokens/s: they say whether
 #   a change will cost through extra bytes or through extra launches.

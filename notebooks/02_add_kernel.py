@@ -16,7 +16,8 @@
 # - how a Triton kernel splits one job into many *programs*, each handling a *block* of elements;
 # - what `tl.program_id`, `tl.arange` and a *mask* do, and why the last block needs one;
 # - how to check a kernel against PyTorch on fresh random data;
-# - how to time a kernel properly, and turn the time into GB/s;
+# - how to time a kernel on two clocks, GPU time and host time per call, and turn GPU time into GB/s;
+# - what one launch costs on the host, for a Triton kernel and for a PyTorch op;
 # - why a tiny kernel is limited by the cost of launching it, and a large one by memory bandwidth.
 
 # %% [markdown]
@@ -71,7 +72,8 @@ DEVICE, DTYPE, SIZES = helpers.DEVICE, helpers.DTYPE, helpers.SIZES
 #
 # Here is the whole file, `kernels/add.py`: the `@triton.jit` kernel first, then the launcher, the plain
 # Python function that checks its inputs, allocates the output, decides how many programs to start and
-# launches them.
+# launches them. At the end of the file sits a kernel that does nothing at all, `empty`: we use it below to
+# price a launch on its own.
 
 # %%
 print(inspect.getsource(inspect.getmodule(kernels.add)))
@@ -138,195 +140,340 @@ except ValueError as err:
 #
 # At the headline size, $2^{20}$ elements on a GPU in full mode, the addition moves $3 \times n$ elements
 # of 2 bytes each (fp16). The next cell computes the bytes and, where the GPU is known, the time the
-# memory system needs for them at its nominal bandwidth. Compare that with the few microseconds it takes
-# to launch a kernel: if the memory time is of the same order, the launch will be a visible part of the
-# measurement, and a launcher with more Python in it (ours) will pay for it.
+# memory system needs for them at its nominal bandwidth.
 
 # %%
 n = SIZES.add_n
 element_bytes = torch.tensor([], dtype=DTYPE).element_size()
 moved = 3 * n * element_bytes  # read x, read y, write out
-nominal = helpers.NOMINAL_GB_S.get(helpers.SLUG) if DEVICE.type == "cuda" else None
+nominal = helpers.NOMINAL_GB_S.get(helpers.SLUG) if helpers.HAS_GPU else None
 print(f"n = {n:,} elements, {moved / 1e6:.2f} MB moved per call")
 if nominal:
-    print(f"at the nominal {nominal} GB/s this takes at least {moved / (nominal * 1e9) * 1e6:.1f} µs")
+    print(f"at the nominal {nominal} GB/s this takes at least {moved / (nominal * 1e9) * 1e6:.3g} µs of GPU time")
 else:
     print("no GPU bandwidth to compare with in CPU mode")
 
 # %% [markdown]
-# `helpers.bench_ms` times a function the way Triton's own tutorials do: on a GPU it calls
-# `triton.testing.do_bench`, which warms up, runs the function many times and returns the median
-# milliseconds; in CPU mode it takes the median wall-clock time of a few calls.
+# ### Two clocks
+#
+# "How long does a kernel take" has two answers, and for a kernel of a few microseconds they differ a lot.
+#
+# - **GPU time**: how long the GPU works on one call. `triton.testing.do_bench_cudagraph` records the call
+#   into a CUDA graph and replays it, so the host, Python and the launcher are out of the loop: what is
+#   left is the kernel itself.
+# - **Host time per call**: the host's wall clock per call when calls run back to back, with a
+#   synchronisation before and after the loop. The host cannot issue calls faster than its own work on
+#   each allows, and it has to wait for the GPU whenever the GPU falls behind, so this is the slower of
+#   the two: the launch price for a tiny kernel, the GPU time for a large one.
+#
+# `helpers.time_call(fn)` measures both, and counts the kernels one call launches (with `torch.profiler`);
+# every timing in this series goes through it, so two cells that time the same call never disagree.
+# (Triton's own tutorials use `triton.testing.do_bench`: it records a GPU event before and after each
+# call, with a cache-clearing kernel in between. The start event fires on the GPU as soon as the GPU gets
+# there, so if the host is still busy launching the kernel, that wait is counted: for a microsecond kernel
+# `do_bench` sees part of the launch, more on a slow host, less on a fast one. It mixes the two clocks.)
+# In CPU mode there is a single clock, the interpreter's wall time: numpy doing the kernel's work.
+#
+# **The prediction.** Both kernels read and write the same bytes, so on the GPU clock they should take
+# about the same time, near the memory time above. On the host clock our kernel should cost more per
+# call: our launcher is Python (input checks, allocating the output, Triton's dispatch), and at this size
+# the launch, not the bytes, sets the pace of back-to-back calls.
 
 # %%
 x = torch.randn(n, device=DEVICE, dtype=DTYPE)
 y = torch.randn(n, device=DEVICE, dtype=DTYPE)
-triton_ms = helpers.bench_ms(lambda: kernels.add(x, y))
-torch_ms = helpers.bench_ms(lambda: torch.add(x, y))
-ratio = triton_ms / torch_ms
-helpers.record("add.triton_ms", triton_ms, "ms", f"{n} elements, {str(DTYPE)[6:]}")
-helpers.record("add.torch_ms", torch_ms, "ms", f"{n} elements, {str(DTYPE)[6:]}")
-helpers.record("add.ratio", ratio, "x slower", "Triton time / torch time (below 1: Triton faster)")
-print(f"Triton add: {triton_ms:.4f} ms   torch.add: {torch_ms:.4f} ms   ratio: {ratio:.2f}")
+t_ours = helpers.time_call(lambda: kernels.add(x, y))
+t_torch = helpers.time_call(lambda: torch.add(x, y))
+gpu_ratio = t_ours.gpu_ms / t_torch.gpu_ms if helpers.HAS_GPU else None
+host_ratio = t_ours.host_ms / t_torch.host_ms
+gpu_verdict = helpers.verdict(gpu_ratio) if gpu_ratio is not None else None
+host_verdict = helpers.verdict(host_ratio)
 
-# %%
-def gb_s(ms):
-    return moved / (ms * 1e-3) / 1e9  # bytes moved / seconds, in GB/s
+setting = f"{n} elements, {str(DTYPE)[6:]}"
+helpers.record("add.triton_ms", t_ours.gpu_ms, "ms", f"GPU time (CUDA-graph replay), {setting}; empty in CPU mode")
+helpers.record("add.torch_ms", t_torch.gpu_ms, "ms", f"GPU time (CUDA-graph replay), {setting}; empty in CPU mode")
+helpers.record("add.ratio", gpu_ratio, "x slower", "Triton / torch, GPU time (below 1: Triton faster); empty in CPU mode",
+               verdict=gpu_verdict.text if gpu_verdict else "")
+helpers.record("add.host_triton_ms", t_ours.host_ms, "ms", f"{t_ours.host_clock}, {setting}")
+helpers.record("add.host_torch_ms", t_torch.host_ms, "ms", f"{t_torch.host_clock}, {setting}")
+helpers.record("add.host_ratio", host_ratio, "x slower", f"Triton / torch, {t_ours.host_clock}",
+               verdict=host_verdict.text)
 
 
-def num(value):
-    """A rate for prose: no decimals when large, three significant digits when small."""
-    return f"{value:,.0f}" if value >= 10 else f"{value:.3g}"
-
-
-word = "slower" if ratio > 1 else "faster"
-factor = ratio if ratio > 1 else 1 / ratio
-text = (f"At {n:,} elements our kernel took **{triton_ms:.4f} ms** and `torch.add` **{torch_ms:.4f} ms**: "
-        f"ours is **{factor:.2f}x {word}**, moving {num(gb_s(triton_ms))} GB/s against {num(gb_s(torch_ms))} GB/s. ")
-if nominal:
-    text += (f"The memory floor for these bytes is {moved / (nominal * 1e9) * 1e3:.4f} ms, so PyTorch's "
-             f"time is {torch_ms / (moved / (nominal * 1e9) * 1e3):.1f}x the floor and ours "
-             f"{triton_ms / (moved / (nominal * 1e9) * 1e3):.1f}x. ")
-BLOG_RATIO = helpers.blog("add.ratio")  # the post's stated ratio; its rounded times give a slightly different one
-blog_triton, blog_torch = helpers.blog("add.triton_ms"), helpers.blog("add.torch_ms")
-text += (f"The blog measured {blog_triton} ms against {blog_torch} ms on a T4 and called it {BLOG_RATIO}x slower "
-         f"(its rounded times give {blog_triton / blog_torch:.2f}x), without saying at which size. "
-         + ("In CPU mode this compares Triton's interpreter with PyTorch's compiled CPU code, so only the "
-            "method carries over, not the ratio." if helpers.MODE == "cpu" else
-            "Your run shows the same direction, by a larger margin." if ratio > 1.3 * BLOG_RATIO else
-            "Your run shows the same direction, by a similar margin." if ratio > BLOG_RATIO / 1.3 else
-            "Your run shows the same direction, by a smaller margin." if ratio > 1.1 else
-            "Your run shows the same direction, by a much smaller margin: on this GPU the two kernels take "
-            "almost the same time." if ratio > 1 else
-            "Your run tells a different story from the blog's: here the Triton kernel was not slower."))
-helpers.md(text)
-
-# %% [markdown]
-# ### Host time and GPU time
-#
-# What does `bench_ms` actually see? `do_bench` issues the calls back to back and clears the GPU's cache
-# before each one. While the GPU is busy clearing, the host is already preparing the next launch, so part
-# of the launch cost hides behind GPU work, and how much hides depends on how fast the host is. The
-# measurement leans towards GPU time on a fast host and shows more of the launch on a slow one.
-#
-# `helpers.profile_call` separates the two. It reports the time the GPU spent running kernels
-# (**GPU-busy**) and the time one call took by the clock, start to finish, synchronised (**wall**).
-# Whatever the wall time has on top of the GPU-busy time is spent outside the kernel: in Python, in the
-# launcher, in the driver, and in waiting for the result.
-
-# %%
-prof_triton = helpers.profile_call(lambda: kernels.add(x, y))
-prof_torch = helpers.profile_call(lambda: torch.add(x, y))
+def us(ms):
+    """Milliseconds to microseconds, for the table; None (no GPU clock) stays None."""
+    return None if ms is None else 1e3 * ms
 
 
 helpers.show(pd.DataFrame([
-    {"version": "Triton add", "kernels per call": helpers.fmt(prof_triton.launches, 0),
-     "GPU-busy ms": helpers.fmt(prof_triton.gpu_busy_ms, 4), "wall ms": helpers.fmt(prof_triton.wall_ms, 4)},
-    {"version": "torch.add", "kernels per call": helpers.fmt(prof_torch.launches, 0),
-     "GPU-busy ms": helpers.fmt(prof_torch.gpu_busy_ms, 4), "wall ms": helpers.fmt(prof_torch.wall_ms, 4)},
+    {"version": name, "kernels per call": helpers.fmt(t.launches, 0), "GPU µs": helpers.fmt(us(t.gpu_ms), 2),
+     "host µs per call": helpers.fmt(us(t.host_ms), 2)}
+    for name, t in (("Triton add", t_ours), ("torch.add", t_torch))
 ]))
+print(f"GPU-time ratio (Triton / torch): {helpers.fmt(gpu_ratio, 2)}, "
+      f"verdict: {gpu_verdict.text if gpu_verdict else 'n/a (CPU)'}")
+print(f"host-time ratio (Triton / torch): {host_ratio:.2f}, verdict: {host_verdict.text}   "
+      f"[host clock: {t_ours.host_clock}]")
+print("kernels per call:", helpers.launch_note("call"))
+
+# %% [markdown]
+# ## The price of one launch
+#
+# How much of that host time is the launch itself? `helpers.launch_prices` measures two launches that do
+# no work, each in synchronised loops of thousands of back-to-back calls, on the host clock:
+#
+# - an **empty Triton kernel** (`kernels.empty`, the last function of `kernels/add.py` above): one program
+#   that does nothing, launched through a launcher that checks its argument, as ours do. This is the
+#   price of our launcher's Python and Triton's dispatch;
+# - a **one-element PyTorch op** (`x.add_(1)` on a one-element tensor): PyTorch's dispatcher and the CUDA
+#   launch, with no work worth the name.
+#
+# Every kernel pays its launch price before it runs. The later chapters use these two numbers: chapter 8's
+# launch-budget model reads them to predict the wall time per token of each configuration from how many
+# kernels (PyTorch's and ours) one token launches.
 
 # %%
-if prof_triton.gpu_busy_ms is None:
-    helpers.md("In CPU mode there is no GPU time to separate from host time: the whole call is interpreter "
-               "work. A GPU run of this cell shows the split.")
+prices = helpers.launch_prices()
+helpers.record("add.launch_us_triton", prices.triton_us, "us",
+               f"empty Triton kernel (kernels.empty), {prices.clock}, loops of {prices.calls}")
+helpers.record("add.launch_us_torch", prices.torch_us, "us",
+               f"one-element PyTorch op (x.add_(1)), {prices.clock}, loops of {prices.calls}")
+print(f"one empty Triton launch:   {prices.triton_us:8.1f} µs")
+print(f"one one-element torch op:  {prices.torch_us:8.1f} µs")
+print(f"clock: {prices.clock}, {prices.calls} calls per loop")
+
+
+# %%
+def gb_s(nbytes, ms):
+    return nbytes / (ms * 1e-3) / 1e9  # bytes moved / seconds, in GB/s
+
+
+def num(value):
+    """A rate or a time for prose: no decimals when large, three significant digits when small."""
+    return f"{value:,.0f}" if value >= 10 else f"{value:.3g}"
+
+
+def launch_bound(host, gpu) -> bool:
+    """Back-to-back calls are launch-bound when their host time per call exceeds their GPU time beyond
+    noise: the host, not the GPU, sets the pace. (The host time never drops below the GPU time: the host
+    waits for the GPU.)"""
+    v = helpers.verdict(host / gpu)
+    return v.real and v.ratio > 1
+
+
+h_ours, h_torch = us(t_ours.host_ms), us(t_torch.host_ms)
+prices_text = (f"An empty Triton launch costs {num(prices.triton_us)} µs and a one-element PyTorch op "
+               f"{num(prices.torch_us)} µs on this host")
+if t_ours.gpu_ms is None:
+    text = (f"In CPU mode there is no GPU clock. By the interpreter's wall time one call of our kernel took "
+            f"{num(h_ours)} µs and `torch.add` {num(h_torch)} µs: **{host_verdict.text}** (ratio "
+            f"{host_ratio:.2f}). That compares numpy interpreting our kernel with PyTorch's compiled CPU code, "
+            "so only the method carries over, not the ratio. " + prices_text + ": the first is the interpreter's "
+            "price, the second a CPU op's, and neither is a GPU launch. A GPU run measures the real prices, the "
+            "ones chapter 8 uses.")
 else:
-    gpu_ratio = prof_triton.gpu_busy_ms / max(prof_torch.gpu_busy_ms, 1e-9)  # guard: a missed profiler event
-    helpers.md(
-        f"On the GPU the two kernels ran for {prof_triton.gpu_busy_ms * 1e3:.1f} µs (ours) and "
-        f"{prof_torch.gpu_busy_ms * 1e3:.1f} µs (PyTorch's), a ratio of {gpu_ratio:.2f}. By the clock, one "
-        f"synchronised call took {prof_triton.wall_ms * 1e3:.1f} µs and {prof_torch.wall_ms * 1e3:.1f} µs. "
-        + ("Most of each call is host work around the kernel, not the kernel itself: "
-           if prof_triton.wall_ms > 2 * prof_triton.gpu_busy_ms else
-           "At this size the kernel itself is a large part of each call: ")
-        + "keep this split in mind, because a model at batch size 1 launches a long chain of such small "
-        "kernels for every token (chapter 1 counted them)."
-    )
+    g_ours, g_torch = us(t_ours.gpu_ms), us(t_torch.gpu_ms)
+    floor_us = moved / (nominal * 1e9) * 1e6 if nominal else None
+    text = (f"**GPU time.** At {n:,} elements our kernel ran for {num(g_ours)} µs and `torch.add` for "
+            f"{num(g_torch)} µs: **{gpu_verdict.text}** (ratio {gpu_ratio:.2f}), moving {num(gb_s(moved, t_ours.gpu_ms))} "
+            f"and {num(gb_s(moved, t_torch.gpu_ms))} GB/s. "
+            + (f"The memory floor for these bytes is {num(floor_us)} µs, so ours took {g_ours / floor_us:.1f}x the "
+               f"floor and PyTorch's {g_torch / floor_us:.1f}x. " if floor_us else "")
+            + ("Same bytes, same speed: on the GPU our kernel is as good as PyTorch's. " if not gpu_verdict.real else
+               "Same bytes, different GPU time: the two kernels split the work differently (block size, "
+               "programs per launch, how each program loads its block), and the GPU's own clock sees it. ")
+            + f"\n\n**Host time.** Called back to back, one call took {num(h_ours)} µs (ours) and {num(h_torch)} µs "
+            f"(`torch.add`): **{host_verdict.text}** (ratio {host_ratio:.2f}). That is {h_ours / g_ours:.1f}x and "
+            f"{h_torch / g_torch:.1f}x their GPU times. " + prices_text + ". "
+            + ("So at this size a call costs the host its launch price plus the launcher's own work (for ours: "
+               "checking both inputs and allocating the output), and that, not the GPU's work, sets the pace of "
+               "back-to-back calls: the host-time ratio is a ratio of launch costs."
+               if launch_bound(h_ours, g_ours) and launch_bound(h_torch, g_torch) else
+               "At this size the host time is not the launch alone: for at least one of the two, the host "
+               "waits for the GPU's work.")
+            )
+helpers.md(text)
+
+# %% [markdown]
+# ### Beside the blog's numbers
+#
+# The blog timed its kernel at 0.084 ms against 0.046 ms for `torch.add`, on a T4 with
+# `triton.testing.do_bench`, and did not say at which size. `do_bench` mixes the host's launching with the
+# GPU's work (see "Two clocks" above), so its numbers are neither of our clocks: we set them beside both.
+
+# %%
+BLOG_RATIO = helpers.blog("add.ratio")  # the post's stated ratio; its rounded times give a slightly different one
+blog_triton, blog_torch = helpers.blog("add.triton_ms"), helpers.blog("add.torch_ms")
+text = (f"The blog measured {1e3 * blog_triton:.0f} µs against {1e3 * blog_torch:.0f} µs on a T4 (`do_bench`, "
+        f"host and GPU time mixed) and called it {BLOG_RATIO}x slower (its rounded times give "
+        f"{blog_triton / blog_torch:.2f}x). ")
+if gpu_verdict is None:
+    text += (f"In CPU mode your only clock is the interpreter's wall time ({num(h_ours)} µs against "
+             f"{num(h_torch)} µs, {host_verdict.text}): it compares Triton's interpreter with PyTorch's compiled "
+             "CPU code, so only the method carries over, not the ratio.")
+else:
+    clocks = {"GPU time": (gpu_ratio, gpu_verdict, us(t_ours.gpu_ms), us(t_torch.gpu_ms)),
+              "host time per call": (host_ratio, host_verdict, h_ours, h_torch)}
+    text += "Yours, at " + f"{n:,} elements on {helpers.env_info()['gpu']}: " + "; ".join(
+        f"{clock} {num(a)} µs against {num(b)} µs, ratio {r:.2f} ({v.text})" for clock, (r, v, a, b) in clocks.items()
+    ) + ". "
+    same_way = [c for c, (r, v, _, _) in clocks.items() if v.real and v.ratio > 1]
+    other_way = [c for c, (r, v, _, _) in clocks.items() if v.real and v.ratio < 1]
+    level = [c for c, (r, v, _, _) in clocks.items() if not v.real]
+    text += " ".join(filter(None, [
+        f"The blog's direction (ours slower) shows on your {' and '.join(same_way)}." if same_way else "",
+        f"Your {' and '.join(other_way)} finds ours faster, the other way round from the blog." if other_way else "",
+        f"Your {' and '.join(level)} find{'s' if len(level) == 1 else ''} the two within noise." if level else "",
+    ]))
+    text += (" A launch-bound `do_bench` number leans towards the host clock on a slow host, and towards the GPU "
+             "clock where the kernel is long enough to hide the launch behind it.")
+helpers.md(text)
 
 # %% [markdown]
 # ## A sweep over sizes
 #
-# One size tells little. We time both additions from a few thousand elements up to tens of millions (the
-# sizes come from `helpers.SIZES`, smaller in CPU mode) and plot two views of the same data: the time per
-# call, and the bandwidth achieved, bytes moved divided by time.
+# One size tells little. We time both additions with `helpers.time_call`, the same function as above,
+# from a few thousand elements up to tens of millions (the sizes come from `helpers.SIZES`, smaller in
+# CPU mode); the headline size is not timed twice, its row is the measurement above. Two views of the
+# data: the time per call on both clocks, and the bandwidth achieved on the GPU clock, bytes moved divided
+# by GPU time.
 #
-# What we expect: for small vectors the bytes are negligible and the time is the fixed cost of a launch,
-# so the time curve is flat and the bandwidth tiny. For large vectors the launch is negligible, the time
-# grows in proportion to $n$, and the bandwidth levels off near what the memory can deliver. Where the
-# two regimes meet depends on the GPU: the faster its memory, the larger the vector must be before the
-# bytes outweigh the launch.
+# What we expect: for small vectors the bytes are negligible. The GPU time sits at a floor of its own
+# (even an almost empty kernel keeps the GPU busy for a moment), and the host time per call at the price
+# of a launch, far above it: the calls are **launch-bound**. For large vectors the time grows in
+# proportion to $n$ on both clocks, the host ends up waiting for the GPU, and the bandwidth levels off
+# near what the memory can deliver. Where the regimes meet depends on the GPU and on the host: the faster
+# the memory and the slower the host, the larger the vector must be before the bytes outweigh the launch.
 
 # %%
+timed = {n: (t_ours, t_torch)}  # the headline measurement is the sweep's point at that size
 rows = []
 for size in helpers.progress(SIZES.add_sweep, desc="add sweep"):
-    a = torch.randn(size, device=DEVICE, dtype=DTYPE)
-    b = torch.randn(size, device=DEVICE, dtype=DTYPE)
-    t_ms, p_ms = helpers.bench_ms(lambda: kernels.add(a, b)), helpers.bench_ms(lambda: torch.add(a, b))
+    if size not in timed:
+        a = torch.randn(size, device=DEVICE, dtype=DTYPE)
+        b = torch.randn(size, device=DEVICE, dtype=DTYPE)
+        timed[size] = (helpers.time_call(lambda: kernels.add(a, b)), helpers.time_call(lambda: torch.add(a, b)))
+    ours, theirs = timed[size]
     nbytes = 3 * size * element_bytes
-    rows.append({"n": size, "MB moved": nbytes / 1e6, "triton_ms": t_ms, "torch_ms": p_ms,
-                 "ratio": t_ms / p_ms, "triton_GB_s": nbytes / (t_ms * 1e-3) / 1e9,
-                 "torch_GB_s": nbytes / (p_ms * 1e-3) / 1e9})
+    ratio = ours.gpu_ms / theirs.gpu_ms if helpers.HAS_GPU else None
+    rows.append({"n": size, "MB_moved": nbytes / 1e6,
+                 "triton_gpu_us": us(ours.gpu_ms), "torch_gpu_us": us(theirs.gpu_ms),
+                 "gpu_ratio": ratio, "gpu_verdict": helpers.verdict(ratio).text if ratio is not None else None,
+                 "triton_host_us": us(ours.host_ms), "torch_host_us": us(theirs.host_ms),
+                 "host_ratio": ours.host_ms / theirs.host_ms,
+                 "triton_GB_s": gb_s(nbytes, ours.gpu_ms) if helpers.HAS_GPU else None,
+                 "torch_GB_s": gb_s(nbytes, theirs.gpu_ms) if helpers.HAS_GPU else None})
 sweep = pd.DataFrame(rows)
 helpers.save_sweep(sweep, "add_sweep")
-helpers.show(sweep.round(4))
+helpers.show(sweep.apply(lambda column: column.map(lambda v: helpers.fmt(v, 3) if v is None or isinstance(v, float)
+                                                   else v)))
+print("GPU = GPU time (CUDA-graph replay); host = " + t_ours.host_clock + "; GB/s from GPU time")
 
 # %%
-fig, (ax_t, ax_bw) = plt.subplots(1, 2, figsize=(11, 4))
-for col, label in (("triton", "Triton add"), ("torch", "torch.add")):
-    ax_t.plot(sweep["n"], sweep[f"{col}_ms"], "o-", label=label)
-    ax_bw.plot(sweep["n"], sweep[f"{col}_GB_s"], "o-", label=label)
-ax_t.set(xscale="log", yscale="log", xlabel="elements per vector (K = 1024, M = 1024²)",
-         ylabel="time per call (ms)", title="Where does launch cost give way to memory?")
-ax_bw.set(xscale="log", yscale="log", xlabel="elements per vector (K = 1024, M = 1024²)",
-          ylabel="achieved bandwidth (GB/s)", title="How close to the memory's speed do we get?")
-if nominal:
-    ax_bw.axhline(nominal, color="grey", ls="--", label=f"nominal {nominal} GB/s")
-for ax in (ax_t, ax_bw):
-    helpers.plain_log_ticks(ax, "x", sweep["n"], [helpers.count_label(n) for n in sweep["n"]])
+fig, (ax_t, ax_bw) = plt.subplots(1, 2, figsize=(12, 4.5))
+colours = {"triton": "C0", "torch": "C1"}
+names = {"triton": "Triton add", "torch": "torch.add"}
+host_name = "host per call" if helpers.HAS_GPU else "interpreter wall"
+for col in ("triton", "torch"):
+    if helpers.HAS_GPU:
+        ax_t.plot(sweep["n"], sweep[f"{col}_gpu_us"], "o-", color=colours[col], label=f"{names[col]}, GPU time")
+        ax_bw.plot(sweep["n"], sweep[f"{col}_GB_s"], "o-", color=colours[col], label=names[col])
+    ax_t.plot(sweep["n"], sweep[f"{col}_host_us"], "s--", color=colours[col], label=f"{names[col]}, {host_name}")
+xlabel = "elements per vector (K = 1024, M = 1024²)"
+ax_t.set(xscale="log", yscale="log", xlabel=xlabel, ylabel="µs per call (solid: GPU time, dashed: host time)"
+         if helpers.HAS_GPU else "µs per call (interpreter wall time)",
+         title="Where does the launch give way to the bytes?")
+ax_bw.set(xscale="log", xlabel=xlabel, title="How close to the memory's speed does the GPU get?")
+if helpers.HAS_GPU:
+    ax_bw.set(yscale="log", ylabel="achieved bandwidth, GB/s (bytes moved / GPU time)")
+    if nominal:
+        ax_bw.axhline(nominal, color="grey", ls="--", label=f"nominal {nominal} GB/s")
+        ax_bw.set_ylim(top=1.6 * max(nominal, sweep[["triton_GB_s", "torch_GB_s"]].max().max()))
+    ax_bw.legend()
+else:
+    ax_bw.text(0.5, 0.5, "no GPU time in CPU mode:\nno bandwidth to plot", ha="center", va="center",
+               transform=ax_bw.transAxes)
+    ax_bw.set_axis_off()
+for ax in ((ax_t, ax_bw) if helpers.HAS_GPU else (ax_t,)):
+    helpers.plain_log_ticks(ax, "x", sweep["n"], [helpers.count_label(v) for v in sweep["n"]])
     helpers.plain_log_ticks(ax, "y")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
+ax_t.legend(fontsize=8)
 fig.suptitle(f"Vector add, {str(DTYPE)[6:]}, {helpers.env_info()['gpu']} ({helpers.MODE} mode)")
 fig.tight_layout()
 helpers.save_figure(fig, "add_sweep")
 plt.show()
 
+
 # %%
+def launch_bound_sizes(sweep, version: str) -> list:
+    """The sizes at which ``version``'s host time per call exceeds its GPU time beyond noise (the series'
+    one threshold, ``helpers.verdict``): the launch-bound region."""
+    return [int(row["n"]) for _, row in sweep.iterrows()
+            if launch_bound(row[f"{version}_host_us"], row[f"{version}_gpu_us"])]
+
+
+def size_list(sizes) -> str:
+    """Sizes as '4K, 16K elements' (a list or a pandas Series: never tested for truth, which a Series refuses)."""
+    sizes = [int(s) for s in sizes]
+    return (", ".join(helpers.count_label(s) for s in sizes) + " elements") if sizes else "no size"
+
+
 first, last = sweep.iloc[0], sweep.iloc[-1]
 size_growth = last["n"] / first["n"]
-time_growth = last["triton_ms"] / first["triton_ms"]
-small_flat = sweep.iloc[1]["triton_ms"] / first["triton_ms"]
-text = (
-    f"From the smallest to the largest vector the data grew **{size_growth:,.0f}x** while our kernel's time "
-    f"grew **{time_growth:,.1f}x**. Between the two smallest sizes ({int(first['n']):,} and "
-    f"{int(sweep.iloc[1]['n']):,} elements, {sweep.iloc[1]['n'] / first['n']:.0f}x the data) the time changed "
-    f"by {small_flat:.2f}x: "
-    + ("it even went down: at this size each call is all fixed cost, and what differs is noise. "
-       if small_flat < 0.8 else
-       "nearly flat, the signature of a fixed cost per launch. " if small_flat < 1.5 else
-       "it already grows with the data. ")
-    + f"At the smallest size ours is {first['ratio']:.2f}x PyTorch's time; at the largest, {last['ratio']:.2f}x. "
-)
-if nominal:
-    text += (f"At the largest size our kernel moved {last['triton_GB_s']:.0f} GB/s and PyTorch's "
-             f"{last['torch_GB_s']:.0f} GB/s, {100 * last['triton_GB_s'] / nominal:.0f}% and "
-             f"{100 * last['torch_GB_s'] / nominal:.0f}% of the nominal {nominal} GB/s: "
-             + ("both are close to what the memory can give, so there is little left to lose or win."
-                if min(last["torch_GB_s"], last["triton_GB_s"]) > 0.5 * nominal else
-                "PyTorch's is close to what the memory can give, ours is not yet."
-                if last["torch_GB_s"] > 0.5 * nominal else
-                "ours is close to what the memory can give, PyTorch's is not yet."
-                if last["triton_GB_s"] > 0.5 * nominal else
-                "both are still well below the memory's limit, so larger sizes might keep climbing."))
+if not helpers.HAS_GPU:
+    text = (f"From the smallest to the largest vector the data grew **{size_growth:,.0f}x** while the "
+            f"interpreter's time per call of our kernel grew **{num(last['triton_host_us'] / first['triton_host_us'])}x**. "
+            "In CPU mode there is no GPU time, so no launch-bound region and no bandwidth: the interpreter's "
+            "time is numpy's, not a GPU's. Read the shape of the curves on a GPU run.")
 else:
-    text += ("In CPU mode the 'bandwidth' is the interpreter's speed, not a memory's: read the shape of the "
-             "curves, not their values.")
+    verdicts = sweep["gpu_verdict"]
+    noise_sizes = sweep.loc[verdicts == "within noise", "n"]
+    slower = sweep.loc[sweep["gpu_ratio"].gt(1) & (verdicts != "within noise"), "n"]
+    faster = sweep.loc[sweep["gpu_ratio"].lt(1) & (verdicts != "within noise"), "n"]
+    text = (f"**GPU time.** At {len(noise_sizes)} of the {len(sweep)} sizes the two kernels are within noise of "
+            f"each other on the GPU clock"
+            + (f"; ours is slower at {size_list(slower)}" if len(slower) else "")
+            + (f"; ours is faster at {size_list(faster)}" if len(faster) else "")
+            + f" (GPU-time ratios from {sweep['gpu_ratio'].min():.2f} to {sweep['gpu_ratio'].max():.2f}). "
+            f"From the smallest to the largest vector the data grew {size_growth:,.0f}x while our kernel's GPU "
+            f"time grew {num(last['triton_gpu_us'] / first['triton_gpu_us'])}x: at {helpers.count_label(first['n'])} "
+            f"elements it ran for {first['triton_gpu_us']:.2f} µs"
+            + (f", while its {first['MB_moved'] * 1e3:.0f} KB need {first['MB_moved'] * 1e6 / (nominal * 1e3):.3f} µs "
+               "at the nominal bandwidth: that time is the GPU's fixed cost of running a kernel at all, not the "
+               "bytes. " if nominal else ". ")
+            + "\n\n")
+    bound_ours, bound_torch = launch_bound_sizes(sweep, "triton"), launch_bound_sizes(sweep, "torch")
+    text += (f"**Host time.** The host time per call exceeds the GPU time beyond noise at {size_list(bound_ours)} "
+             f"for ours and at {size_list(bound_torch)} for `torch.add`: there the calls are launch-bound, and "
+             "what the host time measures is the launch (Python, dispatch, driver), not the bytes (compare the launch prices: "
+             f"{num(prices.triton_us)} µs for an empty Triton launch, {num(prices.torch_us)} µs for a one-element "
+             "PyTorch op). "
+             + ("At the other sizes the host time per call does not exceed the GPU time beyond noise: there the "
+                "host waits for the GPU. "
+                if len(bound_ours) < len(sweep) or len(bound_torch) < len(sweep) else
+                "At no size here does the GPU time overtake it: larger vectors would be needed. ")
+             + "The host-time ratio (ours over PyTorch's) ranges from "
+             f"{sweep['host_ratio'].min():.2f} to {sweep['host_ratio'].max():.2f}.\n\n")
+    if nominal:
+        text += (f"**Bandwidth.** At the largest size, by GPU time, our kernel moved {last['triton_GB_s']:.0f} GB/s "
+                 f"and PyTorch's {last['torch_GB_s']:.0f} GB/s, {100 * last['triton_GB_s'] / nominal:.0f}% "
+                 f"and {100 * last['torch_GB_s'] / nominal:.0f}% of the nominal {nominal} GB/s: "
+                 + ("both are close to what the memory can give, so there is little left to lose or win."
+                    if min(last["torch_GB_s"], last["triton_GB_s"]) > 0.5 * nominal else
+                    "PyTorch's is close to what the memory can give, ours is not yet."
+                    if last["torch_GB_s"] > 0.5 * nominal else
+                    "ours is close to what the memory can give, PyTorch's is not yet."
+                    if last["triton_GB_s"] > 0.5 * nominal else
+                    "both are still well below the memory's limit, so larger sizes might keep climbing."))
 helpers.md(text)
 
 # %% [markdown]
 # ## Your numbers beside the blog's
 #
-# The blog's column is its T4 run, the `h200` column the committed run of this series.
+# The blog's column is its T4 run (`do_bench`: host and GPU time mixed), the `h200` column the committed
+# run of this series. `add.triton_ms`, `add.torch_ms` and `add.ratio` are GPU time here; the `host_` rows
+# are host time per call.
 
 # %%
 helpers.show(helpers.compare("add."))
@@ -336,9 +483,12 @@ helpers.show(helpers.compare("add."))
 #
 # - A Triton kernel is written for one program; the grid of programs covers the data, and a mask protects
 #   the ragged last block.
-# - Check first, on fresh random data of an awkward size; time second, with a median over many runs.
-# - Small kernels are priced by their launch, large ones by their bytes. A model generating one token at a
-#   time lives mostly in the first regime, so the launch is the cost to watch.
+# - Check first, on fresh random data of an awkward size; time second, and name the clock: GPU time says
+#   what the kernel costs the GPU, host time per call what it costs to launch it back to back.
+# - Small kernels are priced by their launch, large ones by their bytes. The GPU clock compares the work
+#   of two kernels; the host clock adds what launching them costs, and there our Python launcher pays
+#   its launch price on every call. A model generating one token at a time lives mostly in the
+#   launch-bound regime, so the launch prices measured here are the cost to watch.
 #
 # Next, in chapter 3, we write a kernel the model actually uses, RMSNorm, and then make it worse on
 # purpose by splitting it in two.

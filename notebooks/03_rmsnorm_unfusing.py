@@ -18,7 +18,9 @@
 # - how to *un-fuse* it into two kernels that pass an intermediate result through memory, and what that
 #   costs in bytes and in launches;
 # - how the gap between the two depends on the number of rows, and why it is widest where it is;
-# - what happens to tokens per second when all of the model's RMSNorms use the slow version.
+# - why a microsecond kernel has two times, the GPU's and the host's, and which one a model feels;
+# - what happens to tokens per second when all of the model's RMSNorms use the slow version, and how to
+#   tell an effect from the noise of the machine.
 
 # %% [markdown]
 # ## What RMSNorm computes
@@ -64,6 +66,7 @@ from collections import Counter
 import matplotlib.pyplot as plt
 import pandas as pd
 import torch
+from transformers import GenerationConfig
 from transformers.models.qwen3.modeling_qwen3 import Qwen3RMSNorm
 
 import helpers
@@ -93,15 +96,35 @@ helpers.show(pd.DataFrame([
 print(f"{len(norms)} RMSNorm modules in all; each runs once per forward pass, so once per generated token")
 
 # %% [markdown]
+# ## Two clocks, one function
+#
+# Every RMSNorm in this chapter, PyTorch's and ours, is timed by one function, `helpers.time_call`, which
+# reads two clocks and counts launches:
+#
+# - **GPU time**: the call is captured in a CUDA graph and replayed, so the host is out of the loop and
+#   only the kernels' own work is timed;
+# - **host time per call**: the host's wall clock over calls made back to back (synchronised before and
+#   after the loop): what one call costs the Python program that makes it, launching included;
+# - **kernels per call**: every CUDA kernel one call launches (`torch.profiler`).
+#
+# A kernel that runs for a few microseconds on the GPU can cost the host several times that to launch, so
+# the two clocks can differ widely; every time below says which clock it is. Each version is timed once per
+# shape and every later cell (tables, sweep, figure) reads that same measurement, so two cells never show
+# two different times for one call. In CPU mode there is no GPU clock, only the interpreter's wall time.
+#
 # ## PyTorch's version: how many kernels?
 #
 # `Qwen3RMSNorm.forward` is written as a chain of ordinary tensor operations: a cast to fp32, a square,
 # a mean, an addition and a reciprocal square root, a multiplication, a cast back, and the multiplication
 # by the weight. In eager PyTorch each of these is its own kernel, and the fp32 intermediates between them
-# travel through memory. `helpers.profile_call` counts the kernels one call launches (on a GPU).
+# travel through memory. The launch count of `helpers.time_call` says how many kernels one call starts
+# (on a GPU).
 
 # %%
 H = SIZES.rmsnorm_hidden
+R, R1 = SIZES.rmsnorm_rows, SIZES.rmsnorm_decode_rows  # the many-rows shape and the decode shape
+VERSIONS = {"torch": "PyTorch Qwen3RMSNorm", "fused": "fused", "two_pass": "two-pass"}
+CLOCK = "GPU" if helpers.HAS_GPU else "interpreter"  # the clock the ratios below are read on
 
 
 def make_case(rows, seed=0):
@@ -114,12 +137,35 @@ def make_case(rows, seed=0):
     return x, norm
 
 
-x, norm = make_case(SIZES.rmsnorm_decode_rows)
-with torch.no_grad():
-    torch_call = helpers.profile_call(lambda: norm(x))
-torch_launches = torch_call.launches
-print("PyTorch Qwen3RMSNorm, kernels per call:",
-      "n/a (CPU)" if torch_launches is None else f"{torch_launches:.0f}")
+_timed = {}  # (version, rows) -> helpers.KernelTime, measured on first use and read by every later cell
+
+
+def timed(version, rows):
+    """One RMSNorm version on a fresh [rows, H] case, through helpers.time_call (GPU and host clocks)."""
+    if (version, rows) not in _timed:
+        x, norm = make_case(rows)
+        w, eps = norm.weight, norm.variance_epsilon
+        call = {"torch": lambda: norm(x),
+                "fused": lambda: kernels.rmsnorm_fused(x, w, eps),
+                "two_pass": lambda: kernels.rmsnorm_two_pass(x, w, eps)}[version]
+        with torch.no_grad():
+            _timed[version, rows] = helpers.time_call(call)
+    return _timed[version, rows]
+
+
+def ms(version, rows):
+    """The chapter's clock for ratios: GPU time on a GPU, the interpreter's wall time in CPU mode."""
+    t = timed(version, rows)
+    return t.gpu_ms if helpers.HAS_GPU else t.host_ms
+
+
+def kernels_per_call(version, rows):
+    """Kernels one call launches; None for PyTorch in CPU mode (the count there sees our kernels only)."""
+    return timed(version, rows).launches if helpers.HAS_GPU or version != "torch" else None
+
+
+torch_launches = kernels_per_call("torch", R1)
+print(f"PyTorch Qwen3RMSNorm on [{R1}, {H}], kernels per call:", helpers.fmt(torch_launches, 0))
 
 # %% [markdown]
 # ## The fused kernel
@@ -138,88 +184,93 @@ print(inspect.getsource(kernels.rmsnorm_fused))
 # ### Is it correct?
 #
 # Fresh random rows and random weights. We compare with two references: PyTorch's `Qwen3RMSNorm` in the
-# same dtype (the module our kernel will replace), and the same module run in fp32, a higher-precision
-# reference for the pass/fail line. The tolerance is relative to the largest output: fp16 keeps about
-# three significant digits, and the computation rounds twice (after normalising and after scaling), so we
-# allow a small fraction of the largest value, per dtype, from `helpers.TOLERANCE["kernel"]` (the check
-# prints it).
+# same dtype (the module our kernel will replace), and the same module run in float64, a higher-precision
+# reference for the pass/fail line and for the recorded error. The tolerance is relative to the largest
+# output: fp16 keeps about three significant digits, and the computation rounds twice (after normalising
+# and after scaling), so we allow a small fraction of the largest value, per dtype, from
+# `helpers.TOLERANCE["kernel"]` (the check prints it).
 
 # %%
 REL_TOL = helpers.TOLERANCE["kernel"]  # per dtype, relative to the largest output
 
 
-def check(fn, name, rows=SIZES.rmsnorm_rows, seed=1):
-    """Max error of fn(x, w, eps) against Qwen3RMSNorm (same dtype, and fp32); asserts the fp32 check."""
+def check(fn, name, rows=R, seed=1):
+    """Max error of fn(x, w, eps) against Qwen3RMSNorm (same dtype) and a float64 reference; asserts."""
     x, norm = make_case(rows, seed)
     with torch.no_grad():
         same_dtype = norm(x)
-        ref = Qwen3RMSNorm(H, eps=1e-6).to(DEVICE, torch.float32)
-        ref.weight.copy_(norm.weight.float())
-        ref_out = ref(x.float())
+        ref = Qwen3RMSNorm(H, eps=1e-6).to(DEVICE, torch.float64)
+        ref.weight.copy_(norm.weight.double())
+        ref_out = ref(x.double())
     ours = fn(x, norm.weight, norm.variance_epsilon)
-    err_same = (ours.float() - same_dtype.float()).abs().max().item()
-    err_ref = (ours.float() - ref_out).abs().max().item()
+    err_same = (ours.double() - same_dtype.double()).abs().max().item()
+    err_ref = (ours.double() - ref_out).abs().max().item()
     tol = REL_TOL[DTYPE] * ref_out.abs().max().item()
     ok = err_ref <= tol
     print(f"{name}: [{rows}, {H}] {str(DTYPE)[6:]}  max |ours - Qwen3RMSNorm| = {err_same:.3g}   "
-          f"max |ours - fp32 reference| = {err_ref:.3g} (tolerance {tol:.3g})")
+          f"max |ours - float64 reference| = {err_ref:.3g} (tolerance {tol:.3g})")
     print(f"{name} check:", "PASS" if ok else "FAIL")
     assert ok, f"{name} is off by {err_ref} (tolerance {tol})"
-    return err_same
+    return err_ref
 
 
 helpers.record("rmsnorm.max_err_fused", check(kernels.rmsnorm_fused, "fused"), "abs",
-               f"max |fused - Qwen3RMSNorm|, [{SIZES.rmsnorm_rows}, {H}], same dtype")
+               f"max |fused - float64 reference|, [{R}, {H}], {str(DTYPE)[6:]}")
 print("recorded as rmsnorm.max_err_fused")
 
 # %% [markdown]
 # ### Timing the fused kernel against PyTorch
 #
-# What to expect depends on the shape. With many rows the bytes dominate: both versions have to read the
-# input and write the output, and PyTorch's chain also writes and re-reads fp32 intermediates, so it moves
-# more. With a single row (what decoding one token looks like) the bytes are negligible and the count of
-# launches decides: one for our kernel against the number PyTorch printed above. Our launcher, however,
-# is Python code that checks its inputs before launching, and a Triton launch costs more host time than
-# one of PyTorch's own. Which effect wins is a question for the measurement.
+# What to expect depends on the shape and on the clock. On the GPU clock, with many rows, the bytes
+# dominate: both versions read the input and write the output, and PyTorch's chain also writes and
+# re-reads fp32 intermediates, so it moves more. With a single row (what decoding one token looks like)
+# the bytes are negligible and each kernel's fixed start-up cost on the GPU decides: one kernel for ours
+# against the number PyTorch printed above. On the host clock the count matters too, but so does the
+# price of each launch: our launcher is Python code that checks its inputs before launching, and a
+# Triton launch costs more host time than one of PyTorch's own operations.
 
 # %%
-def time_three(rows):
-    """Median ms of PyTorch's Qwen3RMSNorm, the fused kernel and the two-pass kernel on [rows, H]."""
-    x, norm = make_case(rows)
-    w, eps = norm.weight, norm.variance_epsilon
-    with torch.no_grad():
-        return {"rows": rows,
-                "torch_ms": helpers.bench_ms(lambda: norm(x)),
-                "fused_ms": helpers.bench_ms(lambda: kernels.rmsnorm_fused(x, w, eps)),
-                "two_pass_ms": helpers.bench_ms(lambda: kernels.rmsnorm_two_pass(x, w, eps))}
+HOST_COL = "host ms per call" if helpers.HAS_GPU else "interpreter ms per call"
 
 
-main = time_three(SIZES.rmsnorm_rows)
-decode = time_three(SIZES.rmsnorm_decode_rows)
-helpers.record("rmsnorm.torch_ms", main["torch_ms"], "ms", f"Qwen3RMSNorm, [{SIZES.rmsnorm_rows}, {H}]")
-helpers.record("rmsnorm.fused_ms", main["fused_ms"], "ms", f"fused kernel, [{SIZES.rmsnorm_rows}, {H}]")
-helpers.record("rmsnorm.decode_torch_ms", decode["torch_ms"], "ms", f"[{SIZES.rmsnorm_decode_rows}, {H}]")
-helpers.record("rmsnorm.decode_fused_ms", decode["fused_ms"], "ms", f"[{SIZES.rmsnorm_decode_rows}, {H}]")
-helpers.show(pd.DataFrame([main, decode]).round(4))
+def against(v, other):
+    """A verdict in a sentence: '1.85x faster than PyTorch', or 'within noise of PyTorch'."""
+    return f"{v.text} than {other}" if v.real else f"within noise of {other}"
+
+
+def kernel_row(version, rows):
+    """One line of a timing table: both clocks and the launch count of one version at one shape."""
+    t = timed(version, rows)
+    return {"shape": f"[{rows}, {H}]", "version": VERSIONS[version], "GPU ms": helpers.fmt(t.gpu_ms, 4),
+            HOST_COL: round(t.host_ms, 4), "kernels per call": helpers.fmt(kernels_per_call(version, rows), 0)}
+
+
+for rows in (R, R1):  # every version at both shapes, once; the two-pass kernel is read further down
+    for version in VERSIONS:
+        timed(version, rows)
+helpers.record("rmsnorm.torch_ms", timed("torch", R).gpu_ms, "ms", f"Qwen3RMSNorm, [{R}, {H}], GPU time")
+helpers.record("rmsnorm.fused_ms", timed("fused", R).gpu_ms, "ms", f"fused kernel, [{R}, {H}], GPU time")
+helpers.record("rmsnorm.decode_torch_ms", timed("torch", R1).gpu_ms, "ms", f"Qwen3RMSNorm, [{R1}, {H}], GPU time")
+helpers.record("rmsnorm.decode_fused_ms", timed("fused", R1).gpu_ms, "ms", f"fused kernel, [{R1}, {H}], GPU time")
+helpers.show(pd.DataFrame([kernel_row(v, rows) for rows in (R, R1) for v in ("torch", "fused")]))
 
 # %%
-versus = helpers.versus  # "1.23x slower" / "1.23x faster", from two times
-
-
+fused_main = helpers.verdict(ms("fused", R) / ms("torch", R))
+fused_decode = helpers.verdict(ms("fused", R1) / ms("torch", R1))
+fused_host = helpers.verdict(timed("fused", R1).host_ms / timed("torch", R1).host_ms)
 helpers.md(
-    f"With {SIZES.rmsnorm_rows} rows the fused kernel took **{main['fused_ms']:.4f} ms** against "
-    f"PyTorch's {main['torch_ms']:.4f} ms: **{versus(main['fused_ms'], main['torch_ms'])}**. With "
-    f"{SIZES.rmsnorm_decode_rows} row it was **{versus(decode['fused_ms'], decode['torch_ms'])}** "
-    f"({decode['fused_ms']:.4f} against {decode['torch_ms']:.4f} ms). "
-    + ("Fusing did not slow anything down here: a single well-written kernel is hard to make slow. "
-       if main["fused_ms"] <= main["torch_ms"] * 1.1 else
-       "The fused kernel is slower than PyTorch, but only mildly. "
-       if main["fused_ms"] <= main["torch_ms"] * 1.5 else
-       "The fused kernel is clearly slower than PyTorch here. ")
-    + ("(In CPU mode that compares the Triton interpreter with PyTorch's compiled CPU code: the ratio says "
-       "nothing about GPUs.) " if helpers.MODE == "cpu" else "")
+    f"On the {CLOCK} clock, with {R} rows the fused kernel took **{ms('fused', R):.4f} ms** against PyTorch's "
+    f"{ms('torch', R):.4f} ms: **{against(fused_main, 'PyTorch')}**. With {R1} row, {ms('fused', R1):.4f} "
+    f"against {ms('torch', R1):.4f} {CLOCK} ms: **{against(fused_decode, 'PyTorch')}**. "
+    + (f"On the host clock, one call at {R1} row cost {1e3 * timed('fused', R1).host_ms:.1f} µs for the fused "
+       f"kernel against {1e3 * timed('torch', R1).host_ms:.1f} µs for PyTorch's chain: "
+       f"{against(fused_host, 'PyTorch')}. "
+       if helpers.HAS_GPU else
+       "(In CPU mode that compares the Triton interpreter with PyTorch's compiled CPU code: the ratio says "
+       "nothing about GPUs.) ")
     + "On its T4 the blog found its own fused version only a little slower than PyTorch's (it gives no "
-    "number), and that is what led it to un-fuse the kernel."
+    "number, and it timed with `triton.testing.do_bench`, whose clock mixes host and GPU time at these "
+    "sizes), and that is what led it to un-fuse the kernel."
 )
 
 # %% [markdown]
@@ -249,16 +300,16 @@ def moved_bytes(rows, version):
     return 3 * rows * H * E + 2 * 4 * rows + H * E  # x read twice; inv_rms written once, read once
 
 
+x, norm = make_case(R1)
 with kernels.count_launches() as fused_launches:
     kernels.rmsnorm_fused(x, norm.weight)
 with kernels.count_launches() as two_pass_launches:
     kernels.rmsnorm_two_pass(x, norm.weight)
 assert sum(fused_launches.values()) == 1 and sum(two_pass_launches.values()) == 2
 
-R = SIZES.rmsnorm_rows
 helpers.show(pd.DataFrame([
-    {"version": "PyTorch Qwen3RMSNorm", "launches per call": "n/a (CPU)" if torch_launches is None
-     else f"{torch_launches:.0f}", f"bytes for [{R}, {H}]": "more (each op of the chain reads and writes)"},
+    {"version": "PyTorch Qwen3RMSNorm", "launches per call": helpers.fmt(torch_launches, 0),
+     f"bytes for [{R}, {H}]": "more (each op of the chain reads and writes)"},
     {"version": "fused", "launches per call": sum(fused_launches.values()),
      f"bytes for [{R}, {H}]": f"{moved_bytes(R, 'fused'):,}"},
     {"version": "two-pass", "launches per call": sum(two_pass_launches.values()),
@@ -267,94 +318,129 @@ helpers.show(pd.DataFrame([
 
 # %% [markdown]
 # So the two-pass version moves about 1.5 times the bytes of the fused one (the input travels twice) and
-# launches twice as often. That gives two predictions, one per regime. Where the bytes dominate (many
-# rows), two-pass should take up to about 1.5 times as long as fused. Where the launches dominate (one
-# row), up to about twice as long. Against PyTorch the picture also depends on how many kernels PyTorch's
-# own chain launches.
+# launches twice as often. That gives two predictions for the GPU clock, one per regime. Where the bytes
+# dominate (many rows), two-pass should take up to about 1.5 times as long as fused. Where the launches
+# dominate (one row), up to about twice as long: two kernel start-ups instead of one. Against PyTorch the
+# picture also depends on how many kernels PyTorch's own chain launches, and on the host clock on what
+# each launch costs there.
 #
 # ### Is it still correct?
 
 # %%
 helpers.record("rmsnorm.max_err_two_pass", check(kernels.rmsnorm_two_pass, "two-pass"), "abs",
-               f"max |two-pass - Qwen3RMSNorm|, [{SIZES.rmsnorm_rows}, {H}], same dtype")
+               f"max |two-pass - float64 reference|, [{R}, {H}], {str(DTYPE)[6:]}")
 print("recorded as rmsnorm.max_err_two_pass")
 
 # %% [markdown]
 # ### Two-pass against PyTorch
 #
-# The timings were taken above together with the fused ones; here are the ratios.
+# The timings were taken above together with the fused ones (the same measurement, read again); here
+# are all three versions at both shapes, and the ratios on the GPU clock.
 
 # %%
-ratio = main["two_pass_ms"] / main["torch_ms"]
-decode_ratio = decode["two_pass_ms"] / decode["torch_ms"]
-helpers.record("rmsnorm.two_pass_ms", main["two_pass_ms"], "ms", f"[{SIZES.rmsnorm_rows}, {H}]")
-helpers.record("rmsnorm.two_pass_ratio", ratio, "x slower",
-               f"two-pass / Qwen3RMSNorm time, [{SIZES.rmsnorm_rows}, {H}] (below 1: two-pass faster)")
-helpers.record("rmsnorm.decode_two_pass_ms", decode["two_pass_ms"], "ms", f"[{SIZES.rmsnorm_decode_rows}, {H}]")
-helpers.record("rmsnorm.decode_two_pass_ratio", decode_ratio, "x slower",
-               f"two-pass / Qwen3RMSNorm time, [{SIZES.rmsnorm_decode_rows}, {H}]")
-print(f"[{SIZES.rmsnorm_rows}, {H}]: two-pass {main['two_pass_ms']:.4f} ms, "
-      f"PyTorch {main['torch_ms']:.4f} ms, ratio {ratio:.2f}")
-print(f"[{SIZES.rmsnorm_decode_rows}, {H}]: two-pass {decode['two_pass_ms']:.4f} ms, "
-      f"PyTorch {decode['torch_ms']:.4f} ms, ratio {decode_ratio:.2f}")
+ratio = ms("two_pass", R) / ms("torch", R)
+decode_ratio = ms("two_pass", R1) / ms("torch", R1)
+two_pass_main, two_pass_decode = helpers.verdict(ratio), helpers.verdict(decode_ratio)
+gpu_ratio = (lambda r: r) if helpers.HAS_GPU else (lambda r: None)  # the recorded ratios are GPU-time ratios
+helpers.record("rmsnorm.two_pass_ms", timed("two_pass", R).gpu_ms, "ms", f"two-pass kernel, [{R}, {H}], GPU time")
+helpers.record("rmsnorm.two_pass_ratio", gpu_ratio(ratio), "x slower",
+               f"two-pass / Qwen3RMSNorm, GPU time, [{R}, {H}] (below 1: two-pass faster)",
+               verdict=two_pass_main.text if helpers.HAS_GPU else "")
+helpers.record("rmsnorm.decode_two_pass_ms", timed("two_pass", R1).gpu_ms, "ms",
+               f"two-pass kernel, [{R1}, {H}], GPU time")
+helpers.record("rmsnorm.decode_two_pass_ratio", gpu_ratio(decode_ratio), "x slower",
+               f"two-pass / Qwen3RMSNorm, GPU time, [{R1}, {H}] (below 1: two-pass faster)",
+               verdict=two_pass_decode.text if helpers.HAS_GPU else "")
+helpers.record("rmsnorm.host_decode_torch_ms", timed("torch", R1).host_ms, "ms",
+               f"Qwen3RMSNorm, [{R1}, {H}], {timed('torch', R1).host_clock}")
+helpers.record("rmsnorm.host_decode_two_pass_ms", timed("two_pass", R1).host_ms, "ms",
+               f"two-pass kernel, [{R1}, {H}], {timed('two_pass', R1).host_clock}")
+helpers.show(pd.DataFrame([kernel_row(v, rows) for rows in (R, R1) for v in VERSIONS]))
+for rows, r in ((R, ratio), (R1, decode_ratio)):
+    print(f"[{rows}, {H}]: two-pass {ms('two_pass', rows):.4f} ms, PyTorch {ms('torch', rows):.4f} ms "
+          f"({CLOCK} time), ratio {r:.2f}")
 
 # %%
+def gap_reading(small, large):
+    """Where the two-pass kernel stands worse against PyTorch: at one row or at many (helpers.verdict on
+    the ratio of the two ratios)."""
+    v = helpers.verdict(small / large)
+    if not v.real:
+        return v, f"about the same at both shapes ({small:.2f} and {large:.2f}: {v.text})"
+    factor = v.ratio if v.ratio > 1 else 1 / v.ratio
+    side = "larger" if v.ratio > 1 else "smaller"
+    return v, f"{side} at {R1} row ({small:.2f}) than at {R} rows ({large:.2f}), by a factor of {factor:.2f}"
+
+
+gap, gap_text = gap_reading(decode_ratio, ratio)
 helpers.md(
-    f"With {SIZES.rmsnorm_rows} rows, the two-pass kernel is **{versus(main['two_pass_ms'], main['torch_ms'])}** "
-    f"than PyTorch and {versus(main['two_pass_ms'], main['fused_ms'])} than our own fused kernel. With "
-    f"{SIZES.rmsnorm_decode_rows} row: **{versus(decode['two_pass_ms'], decode['torch_ms'])}** than PyTorch, "
-    f"{versus(decode['two_pass_ms'], decode['fused_ms'])} than fused. "
-    f"The blog measured the two-pass kernel at {helpers.blog('rmsnorm.two_pass_ratio')}x slower than PyTorch "
-    "'overall' on a T4, without the shape, "
-    "and found the gap larger at small batch sizes. "
-    + ("(In CPU mode the ratios compare the interpreter with PyTorch's compiled CPU code: read the method, "
-       "not the numbers.) " if helpers.MODE == "cpu" else
-       "Your run agrees that un-fusing costs time against PyTorch at this shape. "
-       if ratio > 1 else
-       "Your run tells a different story: at this shape the two-pass kernel is not slower than PyTorch's "
-       "chain of operations, which launches more kernels and moves intermediates of its own. ")
-    + ("" if helpers.MODE == "cpu" else
-       f"In your run the ratio against PyTorch is {decode_ratio:.2f} at {SIZES.rmsnorm_decode_rows} row and "
-       f"{ratio:.2f} at {SIZES.rmsnorm_rows} rows: "
-       + ("larger at the small shape, as the blog found." if decode_ratio > ratio else
-          "not larger at the small shape, unlike the blog's finding."))
+    f"At **[{R}, {H}]** ({CLOCK} time) the two-pass kernel took {ms('two_pass', R):.4f} ms against PyTorch's "
+    f"{ms('torch', R):.4f} ms, a ratio of {ratio:.2f}: **{against(two_pass_main, 'PyTorch')}**, and "
+    f"{against(helpers.verdict(ms('two_pass', R) / ms('fused', R)), 'our own fused kernel')}. "
+    f"At **[{R1}, {H}]** it took {ms('two_pass', R1):.4f} {CLOCK} ms against {ms('torch', R1):.4f}, a ratio of "
+    f"{decode_ratio:.2f}: **{against(two_pass_decode, 'PyTorch')}**, and "
+    f"{against(helpers.verdict(ms('two_pass', R1) / ms('fused', R1)), 'fused')}. "
+    + f"So the ratio to PyTorch is {gap_text}. "
+    + ("(In CPU mode these ratios compare the interpreter with PyTorch's compiled CPU code: read the method, "
+       "not the numbers.) " if helpers.MODE == "cpu" else "")
+    + f"The blog measured the two-pass kernel at {helpers.blog('rmsnorm.two_pass_ratio')}x slower than PyTorch "
+    "'overall' on a T4, without the shape and with `do_bench` (host and GPU time mixed), and found the gap "
+    "larger at small batch sizes."
 )
 
 # %% [markdown]
 # ## A sweep over the number of rows
 #
-# Now the same three versions at hidden size $H$ from one row to thousands. We expect the two-pass
-# penalty over fused to sit near 2x (twice the launches) at few rows and to drift towards 1.5x (one and
-# a half times the bytes) at many, if the GPU gets that far into the memory-bound regime. We plot the
-# times, and the ratios against PyTorch and against fused.
+# Now the same three versions at hidden size $H$ from one row to thousands, on both clocks. On the GPU
+# clock we expect the two-pass penalty over fused to sit near 2x (twice the kernel start-ups) at few rows
+# and to drift towards 1.5x (one and a half times the bytes) at many, if the GPU gets that far into the
+# memory-bound regime. The host clock should barely move with the rows until the kernels themselves take
+# longer than launching them. The one-row point of the sweep is the measurement of the tables above.
 
 # %%
-sweep = pd.DataFrame([time_three(r) for r in helpers.progress(SIZES.rmsnorm_sweep_rows, desc="RMSNorm sweep")])
-sweep["two_pass_vs_torch"] = sweep["two_pass_ms"] / sweep["torch_ms"]
-sweep["two_pass_vs_fused"] = sweep["two_pass_ms"] / sweep["fused_ms"]
-sweep["fused_bytes"] = [moved_bytes(r, "fused") for r in sweep["rows"]]
-sweep["two_pass_bytes"] = [moved_bytes(r, "two_pass") for r in sweep["rows"]]
+def sweep_row(rows):
+    out = {"rows": rows}
+    for v in VERSIONS:
+        t = timed(v, rows)
+        if helpers.HAS_GPU:
+            out[f"{v}_gpu_ms"] = t.gpu_ms
+        out[f"{v}_{'host' if helpers.HAS_GPU else 'interpreter'}_ms"] = t.host_ms
+    out[f"two_pass_vs_torch ({CLOCK})"] = ms("two_pass", rows) / ms("torch", rows)
+    out[f"two_pass_vs_fused ({CLOCK})"] = ms("two_pass", rows) / ms("fused", rows)
+    out["fused_bytes"], out["two_pass_bytes"] = moved_bytes(rows, "fused"), moved_bytes(rows, "two_pass")
+    return out
+
+
+sweep = pd.DataFrame([sweep_row(r) for r in helpers.progress(SIZES.rmsnorm_sweep_rows, desc="RMSNorm sweep")])
+VS_TORCH, VS_FUSED = f"two_pass_vs_torch ({CLOCK})", f"two_pass_vs_fused ({CLOCK})"
 helpers.save_sweep(sweep, "rmsnorm_sweep")
 helpers.show(sweep.round(4))
 
 # %%
 fig, (ax_t, ax_r) = plt.subplots(1, 2, figsize=(11, 4))
-for col, label in (("torch_ms", "PyTorch Qwen3RMSNorm"), ("fused_ms", "fused (1 launch)"),
-                   ("two_pass_ms", "two-pass (2 launches)")):
-    ax_t.plot(sweep["rows"], sweep[col], "o-", label=label)
-ax_t.set(xscale="log", yscale="log", xlabel=f"rows (hidden size {H})", ylabel="time per call (ms)",
+styles = {"torch": ("PyTorch Qwen3RMSNorm", "tab:blue"), "fused": ("fused (1 launch)", "tab:orange"),
+          "two_pass": ("two-pass (2 launches)", "tab:green")}
+for v, (label, color) in styles.items():
+    if helpers.HAS_GPU:
+        ax_t.plot(sweep["rows"], sweep[f"{v}_gpu_ms"], "o-", color=color, label=f"{label}, GPU time")
+        ax_t.plot(sweep["rows"], sweep[f"{v}_host_ms"], "x--", color=color, alpha=0.6,
+                  label=f"{label}, host time per call")
+    else:
+        ax_t.plot(sweep["rows"], sweep[f"{v}_interpreter_ms"], "o-", color=color, label=f"{label}, interpreter")
+ax_t.set(xscale="log", yscale="log", xlabel=f"rows (hidden size {H})",
+         ylabel="ms per call (GPU time; host time dashed)" if helpers.HAS_GPU else "interpreter ms per call",
          title="Does un-fusing cost more at few rows or at many?")
-ax_r.plot(sweep["rows"], sweep["two_pass_vs_torch"], "o-", label="two-pass / PyTorch")
-ax_r.plot(sweep["rows"], sweep["two_pass_vs_fused"], "s-", label="two-pass / fused")
+ax_r.plot(sweep["rows"], sweep[VS_TORCH], "o-", color="tab:blue", label="two-pass / PyTorch")
+ax_r.plot(sweep["rows"], sweep[VS_FUSED], "s-", color="tab:orange", label="two-pass / fused")
 ax_r.axhline(2.0, color="grey", ls=":", label="2x: twice the launches")
 ax_r.axhline(1.5, color="grey", ls="--", label="1.5x: 1.5 times the bytes")
 ax_r.axhline(1.0, color="black", lw=0.8)
-ax_r.set(xscale="log", xlabel=f"rows (hidden size {H})", ylabel="time ratio (above 1: two-pass slower)",
-         title="How much slower is the two-pass kernel?")
+ax_r.set(xscale="log", xlabel=f"rows (hidden size {H})",
+         ylabel=f"{CLOCK}-time ratio (above 1: two-pass slower)", title="How much slower is the two-pass kernel?")
 for ax in (ax_t, ax_r):
     helpers.plain_log_ticks(ax, "x", sweep["rows"])
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7)
 helpers.plain_log_ticks(ax_t, "y")
 fig.suptitle(f"RMSNorm, {str(DTYPE)[6:]}, {helpers.env_info()['gpu']} ({helpers.MODE} mode)")
 fig.tight_layout()
@@ -362,175 +448,185 @@ helpers.save_figure(fig, "rmsnorm_sweep")
 plt.show()
 
 # %%
-widest = sweep.loc[sweep["two_pass_vs_torch"].idxmax()]
-narrowest = sweep.loc[sweep["two_pass_vs_torch"].idxmin()]
-few, many = sweep.iloc[0], sweep.iloc[-1]
-
-
 def n_rows(r):
     return f"{int(r):,} row" + ("" if r == 1 else "s")
 
 
-vs_torch = sweep["two_pass_vs_torch"]
+def trend_reading(first, last):
+    """How the two-pass penalty over fused moves from the fewest rows to the most (helpers.verdict on
+    last / first)."""
+    v = helpers.verdict(last / first)
+    if not v.real:
+        return "stays about the same from the fewest rows to the most"
+    return "shrinks as the rows grow" if v.ratio < 1 else "grows with the rows"
+
+
+widest = sweep.loc[sweep[VS_TORCH].idxmax()]
+narrowest = sweep.loc[sweep[VS_TORCH].idxmin()]
+few, many = sweep.iloc[0], sweep.iloc[-1]
+words = Counter(helpers.verdict(r).text.split(" ")[-1] for r in sweep[VS_TORCH])  # slower / faster / noise
 text = (
-    f"Against PyTorch, the two-pass kernel's time ratio is largest at **{n_rows(widest['rows'])} "
-    f"({widest['two_pass_vs_torch']:.2f}x)** and smallest at {n_rows(narrowest['rows'])} "
-    f"({narrowest['two_pass_vs_torch']:.2f}x)"
-    + (": it beat PyTorch's chain of kernels at every size, so un-fusing made our kernel slower than our own "
-       "fused one, not slower than PyTorch. " if (vs_torch < 1).all() else
-       ": it was slower than PyTorch at every size. " if (vs_torch > 1).all() else ". ")
-    + f"Against our fused kernel it is {few['two_pass_vs_fused']:.2f}x at {n_rows(few['rows'])} and "
-    f"{many['two_pass_vs_fused']:.2f}x at {n_rows(many['rows'])} (predicted: up to 2x where launches "
-    "dominate, up to 1.5x where bytes do). "
-    + ("The penalty shrinks as the rows grow, as the launches-then-bytes picture predicts. "
-       if few["two_pass_vs_fused"] > many["two_pass_vs_fused"] else
-       "The penalty does not shrink as the rows grow, so the launches-then-bytes picture is not the whole "
-       "story on this machine. ")
-    + ("It is larger than 2x, more than the launch count alone explains: each launch also pays for the "
-       "Python launcher around it, and part of that host time shows in the measurement. "
-       if few["two_pass_vs_fused"] > 2.2 else "")
-    + f"At {n_rows(many['rows'])} the fused kernel moved "
-    f"{many['fused_bytes'] / (many['fused_ms'] * 1e-3) / 1e9:.3g} GB/s and the two-pass one "
-    f"{many['two_pass_bytes'] / (many['two_pass_ms'] * 1e-3) / 1e9:.3g} GB/s (bytes in the table / time)."
+    f"Against PyTorch ({CLOCK} time), the two-pass kernel's ratio is largest at **{n_rows(widest['rows'])} "
+    f"({widest[VS_TORCH]:.2f})** and smallest at {n_rows(narrowest['rows'])} ({narrowest[VS_TORCH]:.2f}); "
+    f"read with `helpers.verdict`, it is slower at {words['slower']}, faster at {words['faster']} and within "
+    f"noise at {words['noise']} of the {len(sweep)} sizes. "
+    f"Against our fused kernel it is {few[VS_FUSED]:.2f}x at {n_rows(few['rows'])} and "
+    f"{many[VS_FUSED]:.2f}x at {n_rows(many['rows'])} (predicted: up to 2x where launches dominate, up to "
+    f"1.5x where bytes do): the penalty {trend_reading(few[VS_FUSED], many[VS_FUSED])}. "
 )
+if helpers.HAS_GPU:
+    text += (
+        f"On the host clock, one two-pass call cost "
+        f"{1e3 * sweep['two_pass_host_ms'].min():.1f} to {1e3 * sweep['two_pass_host_ms'].max():.1f} µs across "
+        f"the sweep, while its GPU time went from {1e3 * few['two_pass_gpu_ms']:.1f} µs at "
+        f"{n_rows(few['rows'])} to {1e3 * many['two_pass_gpu_ms']:.1f} µs at {n_rows(many['rows'])}. "
+        f"At {n_rows(many['rows'])} the fused kernel moved "
+        f"{many['fused_bytes'] / (many['fused_gpu_ms'] * 1e-3) / 1e9:.3g} GB/s and the two-pass one "
+        f"{many['two_pass_bytes'] / (many['two_pass_gpu_ms'] * 1e-3) / 1e9:.3g} GB/s (bytes in the table / "
+        "GPU time)."
+    )
+else:
+    text += "In CPU mode the interpreter's time follows numpy's work, not a GPU's: read the method here."
 helpers.md(text)
 
 # %% [markdown]
 # ## What one call costs inside a model
 #
-# `bench_ms` answers "how long does this operation take when we run it over and over?". On a GPU it uses
-# `triton.testing.do_bench`, which flushes the cache between calls; while the GPU is busy flushing, the
-# host is already preparing the next call, so part of the launch cost hides behind GPU work (more of it
-# on a fast host, less on a slow one). Inside a model that decodes one token at a time the kernels are so
-# short that little GPU work is there to hide the host's: chapter 1 measured how much of each token the GPU
-# spent idle, waiting for the next launch.
-#
-# So before swapping, we look at one call at the decode shape the way `helpers.profile_call` sees it:
-# kernels launched, GPU-busy time, and the wall time of a single synchronised call, host work included.
+# Inside a model that decodes one token at a time, the kernels are so short that the GPU spends most of
+# each token waiting for the host to launch the next one (chapter 1 measured how much of each token the
+# GPU was idle). So for the model, the clock to watch at the decode shape is the host clock: what a call
+# costs the Python program that launches it. Here are the three versions at one row again (the same
+# measurement as above), with what that means per launch.
 
 # %%
-x, norm = make_case(SIZES.rmsnorm_decode_rows)  # the same case as PyTorch's kernel count above
-w, eps = norm.weight, norm.variance_epsilon
-with torch.no_grad():
-    calls = {"PyTorch Qwen3RMSNorm": torch_call,
-             "fused": helpers.profile_call(lambda: kernels.rmsnorm_fused(x, w, eps)),
-             "two-pass": helpers.profile_call(lambda: kernels.rmsnorm_two_pass(x, w, eps))}
-
-
-helpers.show(pd.DataFrame([
-    {"version": name, "kernels per call": helpers.fmt(c.launches, 0),
-     "GPU-busy µs": helpers.fmt(None if c.gpu_busy_ms is None else 1e3 * c.gpu_busy_ms, 1),
-     "wall µs per call": round(1e3 * c.wall_ms, 1)}
-    for name, c in calls.items()
-]))
-extra_us = 1e3 * (calls["two-pass"].wall_ms - calls["PyTorch Qwen3RMSNorm"].wall_ms)
-print(f"two-pass minus PyTorch, wall time per call: {extra_us:+.1f} µs")
-
-# %%
-if calls["fused"].gpu_busy_ms is not None:  # a GPU was profiled
-    busy_us, bench_us = 1e3 * calls["fused"].gpu_busy_ms, 1e3 * decode["fused_ms"]
+helpers.show(pd.DataFrame([kernel_row(v, R1) for v in VERSIONS]))
+host_us = {v: 1e3 * timed(v, R1).host_ms for v in VERSIONS}
+extra_us = host_us["two_pass"] - host_us["torch"]
+print(f"two-pass minus PyTorch, {timed('two_pass', R1).host_clock}: {extra_us:+.1f} µs")
+if helpers.HAS_GPU:
+    extra_gpu_us = 1e3 * (timed("two_pass", R1).gpu_ms - timed("torch", R1).gpu_ms)
+    print(f"two-pass minus PyTorch, GPU time: {extra_gpu_us:+.1f} µs")
     helpers.md(
-        f"At this shape the fused kernel kept the GPU busy for **{busy_us:.1f} µs**, and `do_bench` timed it at "
-        f"**{bench_us:.1f} µs** earlier. "
-        + ("So the benchmark's number was mostly the host's work around the launch: `do_bench` starts its "
-           "clock when the GPU has finished the work queued before the call (a flush of the L2 cache), and "
-           "when the host needs longer to issue the call than that work takes, the wait is counted too. Read "
-           "the timing tables above with that in mind: where their times barely change with the number of "
-           "rows, they measure the cost of a call on this machine, not of a kernel."
-           if bench_us > 3 * busy_us else
-           "The benchmark's number is above the kernel's own time, by less than a factor of 3: `do_bench` "
-           "flushes the L2 cache before each call (the profile above ran with warm caches), and it also counts "
-           "any host work the GPU had to wait for."
-           if bench_us > 1.5 * busy_us else
-           "The two agree: the benchmark saw the kernel, not the host's work around it."))
+        f"At one row the fused kernel's GPU time was **{1e3 * timed('fused', R1).gpu_ms:.1f} µs** and one call "
+        f"cost the host **{host_us['fused']:.1f} µs**. Per launch, the host paid "
+        f"{host_us['torch'] / torch_launches:.1f} µs for each of PyTorch's {torch_launches:.0f} kernels and "
+        f"{host_us['two_pass'] / 2:.1f} µs for each of the two-pass kernel's 2. The blog's `do_bench` timings "
+        "mix the two clocks on calls this short: compare them with either of ours with that in mind."
+    )
 
 # %% [markdown]
 # ## All the RMSNorms, in the model
 #
 # Finally the experiment that matters: `helpers.patched` swaps every RMSNorm of the model (113 in the
-# full-size Qwen3-0.6B, q_norm and k_norm included) for a `TritonRMSNorm` in two-pass mode, sharing the original weights, and puts the
-# originals back when the `with` block ends. We measure tokens/s and launches per token before and after,
-# and the original once more at the end: if the two originals differ, the machine's speed drifted while
-# we measured, and differences smaller than that drift are noise.
+# full-size Qwen3-0.6B, q_norm and k_norm included) for a `TritonRMSNorm` in two-pass mode, sharing the
+# original weights, and puts the originals back when the `with` block ends.
+#
+# Two measurements, each with its own job:
+#
+# - `helpers.profile_decode` profiles a few decode steps of each model: CUDA kernels launched per token,
+#   GPU-busy ms per token, and wall ms per decoded token (prefill excluded);
+# - `helpers.compare_configs` measures tokens/s (new tokens over the whole generation time, prefill
+#   included: a different quantity from the wall ms per token) in shuffled, interleaved rounds, each
+#   round's time divided by the original's of the same round. It also runs the original against itself:
+#   that A/A ratio is this run's noise floor, and a swap whose ratio does not stand out of it is "within
+#   noise", however the medians happen to fall.
 #
 # Predict first. Each RMSNorm runs once per token (q_norm and k_norm on one row per head, again a tiny,
 # launch-bound call). After the swap, each call launches exactly 2 kernels instead of PyTorch's chain, so
 # the launches per token change by (number of norms) x (2 minus PyTorch's count per call): *fewer*
-# launches if PyTorch's chain is longer than two. The time per token should change by about (number of
-# norms) x (the difference in wall time per call above). The next cell prints both predictions.
+# launches if PyTorch's chain is longer than two. If the host's time adds up call by call, the time per
+# token changes by about (number of norms) x (the difference in host time per call above). The next cell
+# profiles the original model and prints both predictions.
 
 # %%
 n_norms = len(norms)
+prof_before = helpers.profile_decode(model, SIZES.prompt_len, tokenizer=tokenizer)
 predicted_ms = n_norms * extra_us / 1e3
-print(f"predicted change in wall time per token: {n_norms} x {extra_us:+.1f} µs = {predicted_ms:+.2f} ms")
+predicted_ratio = (prof_before.wall_ms_per_token + predicted_ms) / prof_before.wall_ms_per_token
+print(f"original model: {prof_before.wall_ms_per_token:.2f} wall ms per decoded token, "
+      f"{helpers.fmt(prof_before.launches_per_token, 0)} kernels per token")
+print(f"predicted change in wall time per token: {n_norms} x {extra_us:+.1f} µs = {predicted_ms:+.2f} wall ms, "
+      f"a time ratio of {predicted_ratio:.3f} (read by the series' rule for ratios: "
+      f"{helpers.verdict(predicted_ratio).text})")
 if torch_launches is not None:
-    print(f"predicted change in launches per token:  {n_norms} x (2 - {torch_launches:.0f}) = "
+    print(f"predicted change in launches per token: {n_norms} x (2 - {torch_launches:.0f}) = "
           f"{n_norms * (2 - torch_launches):+.0f}")
 
 # %%
-forwards = 3 * helpers.forwards_per_tps(SIZES.new_tokens) + 2 * helpers.forwards_per_profile(SIZES.new_tokens)
-with helpers.generation_progress(model, forwards, "original, two-pass, original again"):
-    before = helpers.measure_tps(model, SIZES.prompt_len, SIZES.new_tokens, tokenizer=tokenizer)
-    prof_before = helpers.profile_decode(model, SIZES.prompt_len, SIZES.new_tokens, tokenizer=tokenizer)
-    with helpers.patched(model, rmsnorm="two_pass") as counts:
-        after = helpers.measure_tps(model, SIZES.prompt_len, SIZES.new_tokens, tokenizer=tokenizer)
-        prof_after = helpers.profile_decode(model, SIZES.prompt_len, SIZES.new_tokens, tokenizer=tokenizer)
-    again = helpers.measure_tps(model, SIZES.prompt_len, SIZES.new_tokens, tokenizer=tokenizer)
+SWAP = "two-pass RMSNorm"
+greedy = GenerationConfig(max_new_tokens=SIZES.new_tokens, min_new_tokens=SIZES.new_tokens, do_sample=False,
+                          pad_token_id=model.config.eos_token_id or 0)
+prompt = helpers.make_prompt(SIZES.prompt_len, tokenizer, model.config.vocab_size)
+
+
+def greedy_tokens():
+    """The new tokens of one untimed greedy generation (to check that the swap keeps the output)."""
+    with torch.inference_mode():
+        out = model.generate(prompt, attention_mask=torch.ones_like(prompt), generation_config=greedy)
+    return out[0, prompt.shape[1]:].cpu()
+
+
+ids_before = greedy_tokens()
+with helpers.patched(model, rmsnorm="two_pass") as counts:
+    prof_after = helpers.profile_decode(model, SIZES.prompt_len, tokenizer=tokenizer)
+    ids_after = greedy_tokens()
 assert counts["rmsnorm"] == n_norms, "every RMSNorm, q_norm and k_norm included, must be replaced"
 assert abs(prof_after.project_launches_per_token - 2 * n_norms) < 1e-9, "2 launches per RMSNorm per token"
 
+comparison = helpers.compare_configs(model, {SWAP: dict(rmsnorm="two_pass")}, tokenizer=tokenizer)
+swap_verdict = comparison.record(SWAP, "rmsnorm.tps_slowdown", "all RMSNorms two-pass")
 helpers.record("rmsnorm.modules_replaced", counts["rmsnorm"], "modules", "every *RMSNorm, q_norm/k_norm included")
-helpers.record("rmsnorm.tps_original", before.tokens_per_s, "tokens/s",
-               f"prompt {SIZES.prompt_len}, {SIZES.new_tokens} new tokens")
-helpers.record("rmsnorm.tps_custom", after.tokens_per_s, "tokens/s", "all RMSNorms two-pass")
-helpers.record("rmsnorm.launches_per_token_custom", prof_after.launches_per_token, "launches",
-               "all CUDA kernels per decoded token, RMSNorms two-pass; empty in CPU mode")
+helpers.record("rmsnorm.tps_original", comparison.tokens_per_s[helpers.ORIGINAL], "tokens/s",
+               f"median of {len(comparison.orders)} shuffled rounds; prompt {SIZES.prompt_len}, "
+               f"{SIZES.new_tokens} new tokens")
+helpers.record("rmsnorm.tps_custom", comparison.tokens_per_s[SWAP], "tokens/s",
+               f"all RMSNorms two-pass; median of {len(comparison.orders)} shuffled rounds")
+helpers.record("rmsnorm.launches_per_token_custom", prof_after.launches, "launches",
+               helpers.launch_note() + ", RMSNorms two-pass")
 
-same = int((after.ids == before.ids).sum())
 print(f"RMSNorm modules replaced: {counts['rmsnorm']} (of {n_norms})")
+helpers.show(comparison.table().round(3))
 helpers.show(pd.DataFrame([
-    {"model": label, "tokens/s": round(t.tokens_per_s, 2), "spread %": round(t.spread_pct, 1),
-     "launches per token": helpers.fmt(p.launches_per_token, 0) if p else "",
-     "Triton launches per token": p.project_launches_per_token if p else "",
-     "wall ms per token": round(p.wall_ms_per_token, 3) if p else "",
-     "GPU-busy ms per token": helpers.fmt(p.gpu_busy_ms_per_token, 3) if p else ""}
-    for label, t, p in (("original", before, prof_before), ("two-pass RMSNorm", after, prof_after),
-                        ("original, again", again, None))
+    {"model": label, "kernels per token": helpers.fmt(p.launches_per_token, 0),
+     "Triton launches per token": p.project_launches_per_token,
+     "wall ms per decoded token": round(p.wall_ms_per_token, 3),
+     "GPU-busy ms per decoded token": helpers.fmt(p.gpu_busy_ms_per_token, 3)}
+    for label, p in (("original", prof_before), (SWAP, prof_after))
 ]))
+same = int((ids_after == ids_before).sum())
 print(f"greedy tokens identical to the original model's: {same} of {SIZES.new_tokens}")
 
 # %%
-slowdown = before.tokens_per_s / after.tokens_per_s
-drift = abs(again.tokens_per_s - before.tokens_per_s) / before.tokens_per_s
-measured_ms = prof_after.wall_ms_per_token - prof_before.wall_ms_per_token
-text = (f"Swapping {counts['rmsnorm']} RMSNorms for the two-pass kernel took the model from "
-        f"**{before.tokens_per_s:.2f}** to **{after.tokens_per_s:.2f} tokens/s**: "
-        + (f"**{slowdown:.2f}x slower**. " if slowdown > 1 else f"**{1 / slowdown:.2f}x faster**. ")
-        + f"The original, measured again afterwards, ran at {again.tokens_per_s:.2f} tokens/s, a drift of "
-        f"{100 * drift:.0f}%: "
-        + ("well below the effect, so the effect is real. " if drift < abs(slowdown - 1) / 2 else
-           "as large as the effect itself, so read this result as uncertain, and run the chapter again. ")
-        + f"The wall time per token changed by {measured_ms:+.2f} ms against the {predicted_ms:+.2f} ms "
-        "predicted from single calls. ")
+swap, floor = comparison.ratios[SWAP], comparison.floor
+text = (
+    f"Over {len(comparison.orders)} shuffled rounds the original generated at a median **"
+    f"{comparison.tokens_per_s[helpers.ORIGINAL]:.2f} tokens/s** and the model with {counts['rmsnorm']} two-pass "
+    f"RMSNorms at **{comparison.tokens_per_s[SWAP]:.2f}**. Round by round, the swapped model's time over the "
+    f"original's had a median of {swap.median:.3f} (middle half of the rounds {swap.low:.2f}-{swap.high:.2f}); "
+    f"the original against itself, {floor.median:.3f} ({floor.low:.2f}-{floor.high:.2f}). "
+    f"Verdict: **{swap_verdict.text}**. "
+)
+if swap_verdict.real:
+    text += (f"The difference stands out of this run's noise (more than {100 * swap_verdict.noise:.0f}% from 1, "
+             "with the middle half of the rounds on one side). ")
+else:
+    text += (f"This run cannot tell the two models apart: to count, a ratio must lie more than "
+             f"{100 * swap_verdict.noise:.0f}% from 1 with the middle half of its rounds on one side, and this "
+             "one does not, so there is no difference in tokens/s here to explain. ")
+text += (f"The prediction from single calls was a time ratio of {predicted_ratio:.3f} "
+         f"({helpers.verdict(predicted_ratio).text} by the same rule). ")
 if prof_before.launches_per_token is not None:
     delta = prof_after.launches_per_token - prof_before.launches_per_token
+    per_norm = 2 - delta / n_norms  # PyTorch kernels per RMSNorm, from the two launch counts
     text += (f"Launches per token went from {prof_before.launches_per_token:.0f} to "
-             f"{prof_after.launches_per_token:.0f} ({delta:+.0f}; predicted "
-             f"{n_norms * (2 - torch_launches):+.0f}). ")
-    if delta < 0 and slowdown > 1 and extra_us > 0:
-        text += ("The model launches fewer kernels and still runs slower, as the single calls foretold: two "
-                 "Triton launches, with the Python launcher around them, cost more host time than PyTorch's "
-                 "longer chain of its own kernels. ")
-    elif delta < 0 and slowdown > 1:
-        text += ("The model launches fewer kernels and still runs slower, although a single two-pass call "
-                 "was the cheaper one in isolation: a call measured alone does not pay what it pays between "
-                 "hundreds of other launches, so the single-call prediction did not carry over here. ")
-    elif delta < 0:
-        text += "Fewer launches, and a faster model: here the launch count is what mattered. "
+             f"{prof_after.launches_per_token:.0f} ({delta:+.0f}; predicted {n_norms * (2 - torch_launches):+.0f}): "
+             f"each swapped RMSNorm replaced a chain of {per_norm:.0f} PyTorch kernels by 2 of ours. "
+             f"A launch is not a fixed price, though: per launch, the single calls above cost the host "
+             f"{host_us['torch'] / torch_launches:.1f} µs for PyTorch's and {host_us['two_pass'] / 2:.1f} µs for ours. ")
 text += (f"{same} of the {SIZES.new_tokens} greedy tokens match the original model's. "
          f"The blog went from {helpers.blog('rmsnorm.tps_original')} to {helpers.blog('rmsnorm.tps_custom')} "
          f"tokens/s on a T4 ({helpers.blog('rmsnorm.tps_original') / helpers.blog('rmsnorm.tps_custom'):.2f}x "
-         "slower) with the same swap.")
+         "slower) with the same swap, from one run of each model.")
 helpers.md(text)
 
 # %% [markdown]
@@ -544,10 +640,13 @@ helpers.show(helpers.compare("rmsnorm."))
 #
 # - A fused kernel reads its input once and launches once, which leaves little room to lose time.
 # - Un-fusing keeps the maths and changes the costs: twice the launches, about 1.5 times the bytes.
-#   Which of the two you feel depends on the shape: launches at few rows, bytes at many.
+#   Which of the two you feel on the GPU clock depends on the shape: launches at few rows, bytes at many.
+# - A microsecond kernel has two times: the GPU's, and the host's for launching it, often ten times
+#   longer. Name the clock before comparing.
 # - In a model decoding one token at a time, every RMSNorm call has one row (or one row per head), so
-#   launches, and how expensive each launch is on the host, are the costs to watch; the model-level
-#   measurement above shows how they added up on your machine.
+#   launches, and what each costs on the host, are the costs to watch. Whether they add up to a change in
+#   tokens/s is a question for an interleaved comparison against the run's own A/A floor, not for one
+#   pair of runs: the verdict above is your machine's answer.
 #
 # Next, in chapter 4, we replace the largest pieces of work in the model, the linear projections, with a
 # tiled matrix multiplication of our own.

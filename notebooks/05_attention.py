@@ -18,9 +18,10 @@
 # - how grouped-query attention lets Qwen3's 16 query heads share 8 key/value heads;
 # - three ways to compute the same attention: PyTorch's fused SDPA, a handful of plain PyTorch ops, and
 #   a Python loop over heads that calls our Triton matmul and softmax kernels;
-# - how to check that all three agree, and how to time them;
+# - how to check that all three agree, and how to time them on two clocks: GPU time and host time per call;
 # - how to test whether a slow function is slow because of its arithmetic or because of its launches;
-# - what happens to tokens/s when all attention modules of Qwen3-0.6B take the slow path.
+# - what happens to tokens/s when all attention modules of Qwen3-0.6B take the slow path, measured against
+#   the original in interleaved rounds, and whether a prediction from the microbenchmark holds.
 
 # %% [markdown]
 # ## The idea
@@ -218,75 +219,124 @@ helpers.md(
 # %% [markdown]
 # ## How fast is each one? Predict first
 #
-# - **SDPA** should be quickest: about one kernel, which reads K and V once and never writes the scores.
-# - **PyTorch ops** should cost a few times more: five or more kernels, each a launch, with the scores
-#   written and read again between them, plus the copies that expand the KV heads.
-# - **The slow path** makes three of our launches per query head, plus the small PyTorch ops of the
-#   mask and the slicing, each a launch too. With 16 heads that is dozens of launches, each costing
-#   microseconds of host time, for kernels that have almost nothing to do. We expect it to be the slowest
-#   by a wide margin, and we expect the gap to scale with launches rather than with bytes.
+# Two clocks answer two different questions, and this chapter reads both (`helpers.time_call` gives them
+# for the same call, with the number of kernels it launches):
 #
-# `helpers.bench_ms` times each call (median of many, on a GPU with `triton.testing.do_bench`), and
-# `helpers.profile_call` counts the kernels each call launches and adds up how long they ran on the GPU.
+# - **GPU time**: the call is replayed in a CUDA graph, so the host is out of the loop and the clock
+#   measures how long the GPU works on one call.
+# - **host time per call**: the call runs back to back many times, synchronised before and after the
+#   loop. This is how long a caller waits per call, launching included; for kernels that finish in
+#   microseconds it is mostly the price of launching them.
+#
+# What we expect:
+#
+# - **SDPA** should be quickest on both clocks: about one kernel, which reads K and V once and never
+#   writes the scores. Its GPU time should be microseconds, not far above the read times in the table
+#   at the top.
+# - **PyTorch ops** should take a few times SDPA's GPU time: five or more kernels, with the scores written
+#   and read again between them, plus the copies that expand the KV heads. Every kernel is a launch, so
+#   its host time per call should grow with the kernel count too.
+# - **The slow path** makes three of our launches per query head, plus the small PyTorch ops of the mask
+#   and the copy into the output, each a launch too: dozens of kernels with almost nothing to do. Its GPU
+#   time should be dozens of tiny kernels' worth, well under a millisecond. Its host time should be dozens
+#   of launches at tens of microseconds each (our Triton launchers run Python before every launch):
+#   milliseconds. We expect its host time to dwarf its GPU time, and its gap to SDPA to follow launches
+#   rather than bytes.
 
 # %%
-rows = []
+HOST = "host ms per call" if helpers.HAS_GPU else "interpreter ms per call"  # CPU mode has one clock
+rows, times = [], {}
 for shape_name, shape in SHAPES.items():
     q, k, v = make_qkv(**shape, seed=100)
     scale = 1 / math.sqrt(shape["D"])
     for name, fn in VERSIONS.items():
         call = lambda fn=fn: fn(q, k, v, scale, True)  # noqa: E731
-        prof = helpers.profile_call(call)
-        rows.append({"shape": shape_name, "version": name, "ms": helpers.bench_ms(call),
-                     "launches": prof.launches, "our launches": prof.project_launches,
-                     "gpu_busy_ms": prof.gpu_busy_ms})
+        t = helpers.time_call(call)  # GPU time, host time per call and launches, of this same call
+        with kernels.count_launches() as ours:  # how many of those launches are our Triton kernels
+            call()
+        times[shape_name, name] = t
+        rows.append({"shape": shape_name, "version": name, "gpu_ms": t.gpu_ms, "host_ms": t.host_ms,
+                     "launches": t.launches, "our launches": sum(ours.values())})
 timing = pd.DataFrame(rows)
-helpers.show(timing)
+print(f"clocks: {helpers.CLOCK_LABELS['gpu']}; {times['blog', 'sdpa'].host_clock}" if helpers.HAS_GPU else
+      f"one clock: {times['blog', 'sdpa'].host_clock}; GPU time {helpers.fmt(None)}")
+helpers.show(pd.DataFrame({
+    "shape": timing["shape"], "version": timing["version"],
+    "GPU ms per call": [helpers.fmt(t.gpu_ms, 4) for t in times.values()],
+    HOST: [f"{t.host_ms:.4f}" for t in times.values()],
+    "launches per call": timing["launches"], "our launches": timing["our launches"]}))
 
-
-def cell(shape, version, column="ms"):
-    return timing.loc[(timing["shape"] == shape) & (timing["version"] == version), column].item()
-
-
-def launches(shape, version):
-    """Every kernel launched (profiler) on a GPU; only our own kernels in CPU mode."""
-    total = cell(shape, version, "launches")
-    return cell(shape, version, "our launches") if total is None or pd.isna(total) else total
-
-
+LABELS = {"sdpa": "F.scaled_dot_product_attention", "torch_ops": "PyTorch ops", "slow": "per-head loop, our kernels"}
 for prefix, shape in (("", "blog"), ("qwen_", "qwen")):
     s = SHAPES[shape]
     where = f"q [{s['B']},{s['Hq']},{s['S']},{s['D']}], k/v [{s['B']},{s['Hkv']},{s['T']},{s['D']}]"
-    helpers.record(f"attention.{prefix}sdpa_ms", cell(shape, "sdpa"), "ms", f"F.scaled_dot_product_attention, {where}")
-    helpers.record(f"attention.{prefix}torch_ops_ms", cell(shape, "torch_ops"), "ms", f"PyTorch ops, {where}")
-    helpers.record(f"attention.{prefix}slow_ms", cell(shape, "slow"), "ms", f"per-head loop, our kernels, {where}")
-    helpers.record(f"attention.{prefix}slow_launches", launches(shape, "slow"), "launches",
+    for version, label in LABELS.items():
+        helpers.record(f"attention.{prefix}{version}_ms", times[shape, version].gpu_ms, "ms",
+                       f"{label}, {where}; {helpers.CLOCK_LABELS['gpu']}"
+                       + ("" if helpers.HAS_GPU else " (n/a in CPU mode)"))
+    helpers.record(f"attention.{prefix}slow_launches", times[shape, "slow"].launches, "launches",
                    helpers.launch_note(per="call"))
+s = SHAPES["blog"]
+where = f"q [{s['B']},{s['Hq']},{s['S']},{s['D']}], k/v [{s['B']},{s['Hkv']},{s['T']},{s['D']}]"
+for version in ("sdpa", "slow"):
+    helpers.record(f"attention.host_{version}_ms", times["blog", version].host_ms, "ms",
+                   f"{LABELS[version]}, {where}; {times['blog', version].host_clock}")
 
 # %%
+print("attention.*_ms: GPU time; attention.host_*_ms: host time per call; blog_t4: the blog's do_bench times, "
+      "which mix host and GPU time")
 helpers.show(helpers.compare(["attention.sdpa_ms", "attention.torch_ops_ms", "attention.slow_ms",
-                              "attention.slow_launches", "attention.qwen_sdpa_ms",
-                              "attention.qwen_torch_ops_ms", "attention.qwen_slow_ms",
+                              "attention.host_sdpa_ms", "attention.host_slow_ms", "attention.slow_launches",
+                              "attention.qwen_sdpa_ms", "attention.qwen_torch_ops_ms", "attention.qwen_slow_ms",
                               "attention.qwen_slow_launches"]))
 
+
 # %%
-def versus(a, b):
-    """'3.2x slower than' or '1.4x faster than', computed from two times."""
-    return helpers.versus(a, b) + " than"
+def than(a, b):
+    """'5.62x slower than', '1.30x faster than' or 'within noise of': helpers.verdict on the time ratio a / b."""
+    v = helpers.verdict(a / b)
+    return f"{v.text} than" if v.real else "within noise of"
 
 
-blog_ms = {r.id: float(r.blog_value) for r in helpers.blog_numbers().itertuples()
-           if r.id.startswith("attention.") and r.blog_value}
-helpers.md(
-    f"On the blog's shape the PyTorch-ops version ran **{versus(cell('blog', 'torch_ops'), cell('blog', 'sdpa'))}** "
-    f"SDPA ({cell('blog', 'torch_ops'):.3f} against {cell('blog', 'sdpa'):.3f} ms), and the slow path "
-    f"**{versus(cell('blog', 'slow'), cell('blog', 'sdpa'))}** SDPA ({cell('blog', 'slow'):.3f} ms, "
-    f"{launches('blog', 'slow'):.0f} launches). On Qwen3's own shape the slow path was "
-    f"{versus(cell('qwen', 'slow'), cell('qwen', 'sdpa'))} SDPA. "
-    f"The blog's T4 numbers give ratios of {blog_ms['attention.torch_ops_ms'] / blog_ms['attention.sdpa_ms']:.1f}x "
-    f"and {blog_ms['attention.slow_ms'] / blog_ms['attention.sdpa_ms']:.0f}x for the same two comparisons; "
-    "its loop made two matmul launches per head, ours three (the softmax is a kernel of its own)."
+def gpu(shape, version):
+    return times[shape, version].gpu_ms
+
+
+def host(shape, version):
+    return times[shape, version].host_ms
+
+
+blog_ms = {v: helpers.blog(f"attention.{v}_ms") for v in VERSIONS}
+blog_part = (
+    f"The blog's T4 numbers ({blog_ms['sdpa']}, {blog_ms['torch_ops']} and {blog_ms['slow']} ms) come from "
+    "`triton.testing.do_bench`, which times calls back to back and so mixes host and GPU time; for kernels "
+    f"this small it mostly measures the host. They give ratios of {blog_ms['torch_ops'] / blog_ms['sdpa']:.1f}x "
+    f"and {blog_ms['slow'] / blog_ms['sdpa']:.0f}x for the same two comparisons. Its loop made two matmul "
+    "launches per head, ours three (the softmax is a kernel of its own)."
 )
+host_above = sum(host(s, v) > gpu(s, v) for s, v in times) if helpers.HAS_GPU else 0
+if helpers.HAS_GPU:
+    helpers.md(
+        f"**GPU clock.** On the blog's shape the PyTorch-ops version was **{than(gpu('blog', 'torch_ops'), gpu('blog', 'sdpa'))}** "
+        f"SDPA ({gpu('blog', 'torch_ops'):.4f} against {gpu('blog', 'sdpa'):.4f} GPU ms), and the slow path "
+        f"**{than(gpu('blog', 'slow'), gpu('blog', 'sdpa'))}** SDPA ({gpu('blog', 'slow'):.4f} GPU ms, "
+        f"{times['blog', 'slow'].launches:.0f} launches). On Qwen3's own shape the slow path was "
+        f"{than(gpu('qwen', 'slow'), gpu('qwen', 'sdpa'))} SDPA.\n\n"
+        f"**Host clock.** The same three calls took {host('blog', 'sdpa'):.3f}, {host('blog', 'torch_ops'):.3f} "
+        f"and {host('blog', 'slow'):.3f} host ms per call on the blog's shape: PyTorch ops "
+        f"{than(host('blog', 'torch_ops'), host('blog', 'sdpa'))} SDPA, the slow path "
+        f"{than(host('blog', 'slow'), host('blog', 'sdpa'))} it. In {host_above} of the {len(times)} "
+        "measurements the host time per call was longer than the GPU time.\n\n"
+        + blog_part + " Read them against the host-clock ratios above rather than the GPU-clock ones."
+    )
+else:
+    helpers.md(
+        f"In CPU mode there is one clock, the interpreter's wall time. On the blog's shape the PyTorch-ops version "
+        f"was {than(host('blog', 'torch_ops'), host('blog', 'sdpa'))} SDPA and the slow path "
+        f"{than(host('blog', 'slow'), host('blog', 'sdpa'))} SDPA ({host('blog', 'slow'):.1f} interpreter ms per "
+        f"call, {times['blog', 'slow'].launches:.0f} of our launches, each run in numpy). These are interpreter "
+        "times: they follow the method, not a GPU's speed. " + blog_part
+    )
 
 # %% [markdown]
 # ## Launches or arithmetic?
@@ -294,83 +344,93 @@ helpers.md(
 # Two explanations compete for the slow path's extra time.
 #
 # - **Arithmetic (and bytes).** Our kernels could simply be worse at the work: smaller tiles, no fusion,
-#   the scores written to memory and read back. Then the GPU would be *busy* for most of the extra time,
-#   and the GPU-busy time would grow as much as the wall time.
+#   the scores written to memory and read back. Then the GPU time would grow about as much as the host
+#   time per call: the host would be waiting for a busy GPU.
 # - **Launches.** Each launch costs a roughly fixed slice of host time (Python, PyTorch's dispatcher,
-#   Triton's launcher, the driver), while the kernel itself finishes in microseconds. Then the GPU would
-#   sit idle most of the time, the wall time would grow with the number of launches, and the time *per
-#   launch* would land at a few microseconds for every version.
+#   Triton's launcher, the driver), while the kernel itself finishes in microseconds. Then the host time
+#   per call would grow with the number of launches while the GPU time stayed small, and the host time
+#   *per launch* would land in the same range for every version.
 #
-# The test: compare the gap in wall time between the slow path and SDPA with the gap in GPU-busy time.
-# Whatever part of the wall-time gap the GPU was not busy for is host time spent launching.
+# The test: split the slow path's extra host time per call (over SDPA) into the part the GPU spent
+# working (the extra GPU time) and the rest. The rest is the host launching kernels while the GPU waits.
 
 # %%
-timing["µs per launch"] = [1e3 * r.ms / launches(r.shape, r.version) if launches(r.shape, r.version) else float("nan")
-                           for r in timing.itertuples()]
+PER_LAUNCH = "host µs per launch" if helpers.HAS_GPU else "interpreter µs per launch"
+timing[PER_LAUNCH] = [1e3 * r.host_ms / r.launches if r.launches else float("nan") for r in timing.itertuples()]
 if helpers.HAS_GPU:
-    timing["GPU busy share"] = timing["gpu_busy_ms"] / timing["ms"]
-helpers.show(timing)
+    timing["GPU time / host time"] = timing["gpu_ms"] / timing["host_ms"]
+helpers.show(timing.assign(gpu_ms=[helpers.fmt(t.gpu_ms, 4) for t in times.values()])
+             .rename(columns={"gpu_ms": "GPU ms per call", "host_ms": HOST}))
 
 fig, ax = plt.subplots(figsize=(7, 4.5))
 markers = {"blog": "o", "qwen": "s"}
 for shape_name in SHAPES:
     sub = timing[timing["shape"] == shape_name]
-    x = [launches(shape_name, v) for v in sub["version"]]
-    ax.scatter(x, sub["ms"], marker=markers[shape_name], s=60, label=f"wall time, {shape_name} shape")
+    ax.scatter(sub["launches"], sub["host_ms"], marker=markers[shape_name], s=60,
+               label=f"{'host time' if helpers.HAS_GPU else 'interpreter time'}, {shape_name} shape")
     if helpers.HAS_GPU:
-        ax.scatter(x, sub["gpu_busy_ms"], marker=markers[shape_name], s=60, facecolors="none",
-                   edgecolors="black", label=f"GPU-busy time, {shape_name} shape")
-    for xi, yi, v in zip(x, sub["ms"], sub["version"]):
+        ax.scatter(sub["launches"], sub["gpu_ms"], marker=markers[shape_name], s=60, facecolors="none",
+                   edgecolors="black", label=f"GPU time, {shape_name} shape")
+    for xi, yi, v in zip(sub["launches"], sub["host_ms"], sub["version"]):
         ax.annotate(v, (xi, yi), textcoords="offset points", xytext=(6, 4), fontsize=8)
 # in CPU mode SDPA and the PyTorch ops launch none of our kernels: a symlog axis keeps their zeros
 ax.set_xscale("log" if helpers.HAS_GPU else "symlog", **({} if helpers.HAS_GPU else {"linthresh": 1}))
 ax.set_yscale("log")
 helpers.plain_log_ticks(ax)
 ax.set_xlabel("kernel launches per call" + ("" if helpers.HAS_GPU else " (our kernels only, CPU mode)"))
-ax.set_ylabel("time per call (ms)")
+ax.set_ylabel("ms per call: host clock (filled), GPU clock (open)" if helpers.HAS_GPU else
+              "interpreter ms per call (CPU mode)")
 ax.set_title("Does attention's time follow its launch count?")
 ax.legend(fontsize=8)
 ax.grid(True, which="both", alpha=0.3)
 helpers.save_figure(fig, "attention_launches")
 plt.show()
 
+
 # %%
+def read_split(gpu_gap_ms, host_gap_ms):
+    """The launches-or-arithmetic test in words: did the GPU work for most of the extra host time?"""
+    if gpu_gap_ms < 0.5 * host_gap_ms:
+        return "launches, not arithmetic, account for most of the gap"
+    return "the GPU's own work accounts for most of the gap, so arithmetic and bytes matter here"
+
+
 qs, bs = SHAPES["qwen"], SHAPES["blog"]
 flops_ratio = (qs["Hq"] * qs["T"] * qs["D"]) / (bs["Hq"] * bs["T"] * bs["D"])
 bytes_ratio = (qs["Hkv"] * qs["T"] * qs["D"]) / (bs["Hkv"] * bs["T"] * bs["D"])
-gap_ms = cell("blog", "slow") - cell("blog", "sdpa")
-extra_launches = launches("blog", "slow") - launches("blog", "sdpa")
-if helpers.HAS_GPU:
-    busy_gap = cell("blog", "slow", "gpu_busy_ms") - cell("blog", "sdpa", "gpu_busy_ms")
-    share = busy_gap / gap_ms if gap_ms > 0 else float("nan")
-    host_us = 1e3 * (gap_ms - busy_gap) / extra_launches if extra_launches > 0 else float("nan")
-    if not gap_ms > 0:
-        reading = (f"On the blog's shape the slow path was not slower than SDPA here ({gap_ms:+.3f} ms), so "
-                   "there is no gap to split into launching and computing. ")
-    else:
-        verdict = ("launch count, not arithmetic, accounts for most of the gap" if share < 0.5 else
-                   "the GPU's own work accounts for most of the gap, so arithmetic and bytes matter here")
-        reading = (f"On the blog's shape the slow path took **{gap_ms:.3f} ms** longer than SDPA and made "
-                   f"**{extra_launches:.0f}** more launches. The GPU was busy for **{busy_gap:.3f} ms** more "
-                   f"({100 * share:.0f}% of the gap): {verdict}. "
-                   + (f"Spread over the extra launches, the rest comes to about **{host_us:.1f} µs of host time "
-                      "per launch**. " if host_us == host_us and host_us > 0 else ""))
-    helpers.md(
-        reading + f"Across all six measurements the time per "
-        f"launch ranged from {timing['µs per launch'].min():.1f} to {timing['µs per launch'].max():.1f} µs, "
-        f"while the kernels themselves kept the GPU busy {100 * timing['GPU busy share'].min():.0f}% to "
-        f"{100 * timing['GPU busy share'].max():.0f}% of each call. Qwen3's shape does "
-        f"{flops_ratio:.1f}x the arithmetic of the blog's on {bytes_ratio:.1f}x the bytes, and its slow path "
-        f"took {cell('qwen', 'slow') / cell('blog', 'slow'):.2f}x the time with "
-        f"{launches('qwen', 'slow'):.0f} launches against {launches('blog', 'slow'):.0f}."
-    )
+slow, sdpa = times["blog", "slow"], times["blog", "sdpa"]
+host_gap = slow.host_ms - sdpa.host_ms
+extra_launches = slow.launches - sdpa.launches
+gap_verdict = helpers.verdict(slow.host_ms / sdpa.host_ms)
+if not (gap_verdict.real and gap_verdict.ratio > 1):
+    reading = (f"On the blog's shape the slow path's host time per call was {than(slow.host_ms, sdpa.host_ms)} "
+               "SDPA's here, so there is no gap to split into launching and computing. ")
+elif helpers.HAS_GPU:
+    gpu_gap = slow.gpu_ms - sdpa.gpu_ms
+    reading = (f"On the blog's shape the slow path's host time per call was **{host_gap:.3f} ms** above SDPA's, "
+               f"for **{extra_launches:.0f}** more launches. Its GPU time was **{gpu_gap:.4f} ms** above SDPA's "
+               f"({100 * gpu_gap / host_gap:.0f}% of the gap): {read_split(gpu_gap, host_gap)}. The other "
+               f"{host_gap - gpu_gap:.3f} ms come to about **{1e3 * (host_gap - gpu_gap) / extra_launches:.1f} µs "
+               "of host time per extra launch**, spent while the GPU waited. ")
 else:
-    helpers.md(
-        f"In the interpreter the slow path took {gap_ms:.1f} ms longer than SDPA for {extra_launches:.0f} more "
-        f"of our launches, about {1e3 * gap_ms / max(extra_launches, 1):.0f} µs each: the interpreter runs every "
-        "launch in numpy, so here a launch is expensive for a different reason. The GPU-busy half of the test "
-        "needs a GPU; on one, this cell compares the gap in wall time with the gap in GPU-busy time."
-    )
+    reading = (f"In the interpreter the slow path took {host_gap:.1f} ms longer than SDPA for {extra_launches:.0f} "
+               f"more of our launches, about {1e3 * host_gap / max(extra_launches, 1):.0f} µs each: the interpreter "
+               "runs every launch in numpy, so here a launch is expensive for a different reason. The split into "
+               "launching and GPU work needs the GPU clock; on a GPU this cell makes it. ")
+per_launch = timing[PER_LAUNCH].dropna()
+if helpers.HAS_GPU:
+    reading += (f"Across all six measurements the host time per launch ranged from {per_launch.min():.1f} to "
+                f"{per_launch.max():.1f} µs, and the GPU time was {100 * timing['GPU time / host time'].min():.0f}% "
+                f"to {100 * timing['GPU time / host time'].max():.0f}% of the host time per call. ")
+reading += (
+    f"Qwen3's shape does {flops_ratio:.1f}x the arithmetic of the blog's on {bytes_ratio:.1f}x the bytes, with "
+    f"{times['qwen', 'slow'].launches:.0f} launches against {slow.launches:.0f}: its slow path was "
+    + (f"{than(gpu('qwen', 'slow'), gpu('blog', 'slow'))} the blog shape's on the GPU clock and "
+       f"{than(host('qwen', 'slow'), host('blog', 'slow'))} it on the host clock."
+       if helpers.HAS_GPU else
+       f"{than(host('qwen', 'slow'), host('blog', 'slow'))} the blog shape's in interpreter time.")
+)
+helpers.md(reading)
 
 # %% [markdown]
 # ## All attention modules of Qwen3 on the slow path
@@ -410,59 +470,82 @@ helpers.record("attention.modules_replaced", counts["attention"], "modules", "at
 #
 # The microbenchmark already tells us what to expect. Each decoded token runs every attention module
 # once, at Qwen3's decode shape above (only the number of cached keys differs: the prompt plus the
-# tokens so far, instead of the benchmark's fixed count), so each module should cost about what the slow
-# path cost there instead of what SDPA cost. The cell below turns that into a predicted tokens/s, using
-# only numbers measured so far plus the original model's speed. (The prefill also goes through the slow
-# path, so the prediction is rough.)
+# tokens so far, instead of the benchmark's fixed count). At batch size 1 a decode step is paced by the
+# host, which launches the kernels one after another (the profile below says how much of each token the
+# GPU sat idle), so the price that matters is the **host time per call**: each module should cost about the slow path's host time instead of SDPA's, and launch the slow
+# path's kernels instead of SDPA's.
+#
+# `helpers.profile_decode` gives the original model's wall ms per decoded token and its launches per
+# token (prefill excluded). Adding the microbenchmark's differences, once per attention module, predicts
+# the same two numbers for the patched model.
 
 # %%
 n_attention = counts["attention"]
-per_token_extra_ms = n_attention * (cell("qwen", "slow") - cell("qwen", "sdpa"))
-with helpers.generation_progress(model, helpers.forwards_per_tps(SIZES.new_tokens), "original, tokens/s"):
-    original = helpers.measure_tps(model, SIZES.prompt_len, SIZES.new_tokens, tokenizer)
-predicted_tps = 1000 / max(1000 / original.tokens_per_s + per_token_extra_ms, 1e-9)
-print(f"original: {original.tokens_per_s:.2f} tokens/s")
-print(f"prediction: +{per_token_extra_ms:.2f} ms per token from {n_attention} slow attention calls "
-      f"-> about {predicted_tps:.2f} tokens/s")
+qwen_slow, qwen_sdpa = times["qwen", "slow"], times["qwen", "sdpa"]
+profile_original = helpers.profile_decode(model, SIZES.prompt_len, SIZES.new_tokens, tokenizer)
+predicted_ms = profile_original.wall_ms_per_token + n_attention * (qwen_slow.host_ms - qwen_sdpa.host_ms)
+predicted_launches = profile_original.launches + n_attention * (qwen_slow.launches - qwen_sdpa.launches)
+predicted_ratio = predicted_ms / profile_original.wall_ms_per_token
+print(f"original: {profile_original.wall_ms_per_token:.2f} wall ms per decoded token, "
+      f"{profile_original.launches:.0f} launches per token"
+      + (f", GPU idle {100 * profile_original.gpu_idle_fraction:.0f}% of the time" if helpers.HAS_GPU else ""))
+print(f"prediction: + {n_attention} x ({qwen_slow.host_ms:.3f} - {qwen_sdpa.host_ms:.3f}) "
+      f"{'host' if helpers.HAS_GPU else 'interpreter'} ms per call -> {predicted_ms:.2f} wall ms per decoded "
+      f"token ({predicted_ratio:.2f}x the original's), {predicted_launches:.0f} launches per token")
+
+# %% [markdown]
+# Two measurements test the prediction. `helpers.compare_configs` times whole generations
+# (`SIZES.new_tokens` new tokens from a `SIZES.prompt_len`-token prompt, prefill included) of the original,
+# the original again and the patched model, in a shuffled order, round after round; each round's time of
+# the patched model is divided by the original's of the same round. The original against itself gives the
+# run's noise floor (the A/A ratio), and the verdict comes from the median ratio measured against it.
+# Then `helpers.profile_decode` measures the patched model's launches and wall ms per decoded token, the
+# numbers the prediction gave. At full size the comparison takes about two minutes: the slow path
+# generates several times slower than the original.
 
 # %%
-forwards = helpers.forwards_per_tps(SIZES.new_tokens) + 2 * helpers.forwards_per_profile(SIZES.new_tokens)
-with helpers.generation_progress(model, forwards, "slow attention, then original profile"):
-    with helpers.patched(model, attention="slow"):
-        custom = helpers.measure_tps(model, SIZES.prompt_len, SIZES.new_tokens, tokenizer)
-        profile_custom = helpers.profile_decode(model, SIZES.prompt_len, SIZES.new_tokens, tokenizer)
-    profile_original = helpers.profile_decode(model, SIZES.prompt_len, SIZES.new_tokens, tokenizer)
+SLOW = "per-head attention"
+comparison = helpers.compare_configs(model, {SLOW: dict(attention="slow")}, tokenizer=tokenizer)
+helpers.show(comparison.table())
+slowdown = comparison.record(SLOW, "attention.slowdown",
+                             f"{n_attention} attention modules on the per-head loop; prompt {comparison.prompt_len}, "
+                             f"{comparison.new_tokens} new tokens")
+tps_note = (f"median of {len(comparison.orders)} shuffled rounds; new tokens / generation time, prefill included; "
+            f"prompt {comparison.prompt_len}, {comparison.new_tokens} new tokens")
+helpers.record("attention.tps_original", comparison.tokens_per_s[helpers.ORIGINAL], "tokens/s", tps_note)
+helpers.record("attention.tps_custom", comparison.tokens_per_s[SLOW], "tokens/s",
+               f"{n_attention} attention modules on the slow path; {tps_note}")
 
-
-
-
-print(f"slow attention: {custom.tokens_per_s:.2f} tokens/s (spread {custom.spread_pct:.1f}%)")
-print(f"launches per token: original {profile_original.launches:.0f}, "
-      f"slow attention {profile_custom.launches:.0f} "
-      f"(of which ours: {profile_custom.project_launches_per_token:.0f})")
-helpers.record("attention.tps_original", original.tokens_per_s, "tokens/s",
-               f"prompt {SIZES.prompt_len}, {SIZES.new_tokens} new tokens")
-helpers.record("attention.tps_custom", custom.tokens_per_s, "tokens/s",
-               f"{n_attention} attention modules on the slow path; prompt {SIZES.prompt_len}, "
-               f"{SIZES.new_tokens} new tokens")
+# %%
+with helpers.patched(model, attention="slow"):
+    profile_custom = helpers.profile_decode(model, SIZES.prompt_len, SIZES.new_tokens, tokenizer)
 helpers.record("attention.launches_per_token_custom", profile_custom.launches, "launches", helpers.launch_note())
+helpers.show(pd.DataFrame([
+    {"model": name, "wall ms per decoded token": p.wall_ms_per_token, "launches per token": p.launches,
+     "our launches per token": p.project_launches_per_token,
+     "GPU-busy ms per token": helpers.fmt(p.gpu_busy_ms_per_token, 2)}
+    for name, p in (("original", profile_original), (SLOW, profile_custom))]))
 
 # %%
-slowdown = original.tokens_per_s / custom.tokens_per_s
-off_by = custom.tokens_per_s / predicted_tps
 heads = model.config.num_attention_heads
+by_hand = n_attention * heads * 3
+floor = comparison.floor
 helpers.md(
     f"Swapping the computation inside {n_attention} attention modules took the model from "
-    f"**{original.tokens_per_s:.2f}** to **{custom.tokens_per_s:.2f} tokens/s**, "
-    + (f"a **{slowdown:.2f}x** slowdown. " if slowdown > 1 else
-       f"an unexpected **{1 / slowdown:.2f}x** speed-up. ")
-    + f"The prediction from the microbenchmark was "
-    f"{predicted_tps:.2f} tokens/s, so the real model came out {abs(off_by - 1) * 100:.0f}% "
-    f"{'faster' if off_by > 1 else 'slower'} than predicted. The launch count per token went from "
-    f"{profile_original.launches:.0f} to {profile_custom.launches:.0f}; our own kernels account "
-    f"for {profile_custom.project_launches_per_token:.0f} of them, against {n_attention} modules x {heads} "
-    f"heads x 3 = {n_attention * heads * 3} counted by hand"
-    + (": the count matches. " if abs(profile_custom.project_launches_per_token - n_attention * heads * 3) < 1 else
+    f"**{comparison.tokens_per_s[helpers.ORIGINAL]:.2f}** to **{comparison.tokens_per_s[SLOW]:.2f} tokens/s** "
+    f"(medians of {len(comparison.orders)} rounds, prefill included). Round by round the patched model's "
+    f"generations took **{comparison.ratios[SLOW].median:.2f}x** the original's (quartiles "
+    f"{comparison.ratios[SLOW].low:.2f}-{comparison.ratios[SLOW].high:.2f}), against an A/A floor of "
+    f"{floor.median:.2f} ({floor.low:.2f}-{floor.high:.2f}): **{slowdown.text}**.\n\n"
+    f"Per decoded token, the prediction was {predicted_ms:.2f} wall ms and {predicted_launches:.0f} launches; "
+    f"`profile_decode` measured **{profile_custom.wall_ms_per_token:.2f} wall ms** "
+    f"({profile_custom.wall_ms_per_token / predicted_ms:.2f}x the prediction) and "
+    f"**{profile_custom.launches:.0f} launches**. The predicted time ratio per decoded token was "
+    f"{predicted_ratio:.2f}x, the measured one {profile_custom.wall_ms_per_token / profile_original.wall_ms_per_token:.2f}x "
+    f"(the ratio of whole generations above also carries the prefill). Our own kernels account for "
+    f"{profile_custom.project_launches_per_token:.0f} launches per token, against {n_attention} modules x {heads} "
+    f"heads x 3 = {by_hand} counted by hand"
+    + (": the count matches. " if abs(profile_custom.project_launches_per_token - by_hand) < 1 else
        ": the two differ, so something launches more (or fewer) of our kernels than the loop alone. ")
     + "The blog gives no tokens/s for attention alone, only for the full custom stack (next chapter)."
 )
@@ -472,8 +555,8 @@ helpers.md(
 #
 # - Attention for one new token is scores, scale, mask, softmax and a weighted sum; with GQA, pairs of
 #   query heads read the same keys and values.
-# - Implementations that agree to within rounding can differ widely in speed. Comparing the gap in wall
-#   time with the gap in GPU-busy time tells you whether the arithmetic or the launching is to blame.
+# - Implementations that agree to within rounding can differ widely in speed. Timing the same call on two
+#   clocks, GPU time and host time per call, tells you whether the arithmetic or the launching is to blame.
 # - A loop over heads in Python multiplies the launches by the number of heads, and at decode time each
 #   of those kernels has only a sliver of work. It is the first thing an optimiser removes: one fused
 #   kernel over all heads.

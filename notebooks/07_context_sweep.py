@@ -14,10 +14,10 @@
 #
 # In this chapter you will learn:
 # - how the original and the fully custom model behave as the prompt gets longer;
-# - how to split a generation's time into the prefill (the prompt, in one pass) and the decode (one
-#   token at a time);
-# - which of the two grows with the context, and which stays pinned by launch overhead;
-# - how to read a ratio that moves: which part of the work changed, and which did not.
+# - how to split a generation into the prefill (the prompt, in one pass) and the rest (one token at a
+#   time), and which of the two grows with the context;
+# - how to read a trend from every point of a sweep, with the spread of each point, instead of from its
+#   two ends.
 
 # %% [markdown]
 # ## The idea
@@ -32,10 +32,14 @@
 #   token per step; the kernel count per step is fixed.
 #
 # We fix the number of new tokens and grow the prompt, with every custom kernel switched on. If the
-# custom model's time is dominated by launches, its decode time per token should barely move with the
-# context, while the parts of the original that do real work (the prefill above all) grow. The
-# `measure_tps` helper already times a one-token generation (that is the prefill) next to the full one,
-# so decode time is simply total time minus prefill time.
+# custom model's time is dominated by launches, its time should barely move with the context, while the
+# parts of the original that do real work (the prefill above all) grow.
+#
+# Every point of the sweep is a `helpers.compare_configs` run: the original, the original again and the
+# fully custom model, one greedy generation each per round, in shuffled order, for several rounds. Each
+# round's custom time is divided by the original's time of the same round, so host noise that hits a
+# round hits both; the original against itself (the A/A floor) says how large that noise is. A second,
+# short run of the same kind with one new token per generation times the prefill alone.
 
 # %%
 # Setup: find the repository (or fetch it on a fresh Colab runtime), install what is missing.
@@ -59,6 +63,7 @@ import colab_setup
 colab_setup.prepare()
 
 # %%
+
 import matplotlib.pyplot as plt
 import pandas as pd
 
@@ -66,158 +71,216 @@ import helpers
 
 helpers.show_env()
 SIZES = helpers.SIZES
-FULL = helpers.ALL_CUSTOM  # two-pass RMSNorm, every projection, slow attention
+ORIGINAL, CUSTOM = helpers.ORIGINAL, "all custom"  # all custom: two-pass RMSNorm, every projection, slow attention
 
 model, tokenizer, description = helpers.load_model()
 print(description)
 N = SIZES.new_tokens_context
-print(f"prompt lengths: {SIZES.context_prompts}; new tokens per run: {N}; repeats: {SIZES.repeats}")
+print(f"prompt lengths: {SIZES.context_prompts}; new tokens per generation: {N}; "
+      f"rounds per prompt length: {SIZES.rounds_sweep}")
 
 # %% [markdown]
 # ## Predict
 #
 # - **Original, prefill**: more tokens per pass means more work; on a GPU a short prompt still leaves
-#   most of the chip idle, so the growth should start slowly and then pick up.
+#   most of the chip idle (and the host launching kernels sets the pace), so the growth should start
+#   slowly and then pick up.
 # - **Custom, prefill**: the same work, done by less efficient kernels, plus the attention loop launching
-#   three kernels per head whatever the length. It should also grow, from a higher floor.
-# - **Decode per token, both**: the KV cache gets longer, but at batch size 1 reading it is a small part
-#   of a step, so both should stay nearly flat, the custom one far above the original.
-# - **The ratio** of tokens/s: the custom model's fixed launch cost per token is large, while the
-#   original's prefill grows with the prompt; so if anything the ratio should shrink a little as the
-#   prompt grows.
+#   its kernels head by head whatever the length. It should also grow, from a higher floor.
+# - **The rest of the generation** (one token per step): the KV cache gets longer, but at batch size 1
+#   reading it is a small part of a step, so both models should stay nearly flat, the custom one far
+#   above the original.
+# - **The ratio** of the two generation times: the custom model's fixed launch cost per token is large,
+#   while the original's prefill grows with the prompt; so if anything the ratio should shrink a little
+#   as the prompt grows.
+#
+# tokens/s here is new tokens over the whole generation time, prefill included; no time per token is
+# derived from it.
 
 # %%
+runs, prefills = {}, {}
+for L in SIZES.context_prompts:
+    print(f"prompt of {L} tokens: {N} new tokens per generation, then 1 (the prefill alone)")
+    runs[L] = helpers.compare_configs(model, {CUSTOM: helpers.ALL_CUSTOM}, prompt_len=L, new_tokens=N,
+                                      rounds=SIZES.rounds_sweep, tokenizer=tokenizer)
+    prefills[L] = helpers.compare_configs(model, {CUSTOM: helpers.ALL_CUSTOM}, prompt_len=L, new_tokens=1,
+                                          rounds=SIZES.rounds_sweep, tokenizer=tokenizer)
+
+
+def per_round(comparison, name, scale=1e3):
+    """Median and quartiles of one configuration's per-round times (ms per generation by default)."""
+    return helpers.Ratio.of([s * scale for s in comparison.seconds[name]])
+
+
+def tokens_per_s(comparison, name):
+    """tokens/s (new tokens / generation time) of one configuration: the comparison's median, with the
+    quartiles of the per-round values."""
+    r = helpers.Ratio.of([comparison.new_tokens / s for s in comparison.seconds[name]])
+    return helpers.Ratio(comparison.tokens_per_s[name], r.low, r.high, r.values)
+
+
 rows = []
-for L in helpers.progress(SIZES.context_prompts, desc="prompt lengths"):
-    o = helpers.measure_tps(model, L, N, tokenizer)
-    with helpers.patched(model, **FULL):
-        c = helpers.measure_tps(model, L, N, tokenizer)
-    for name, t in (("original", o), ("custom", c)):
-        total_ms = 1e3 * N / t.tokens_per_s
-        rows.append({"prompt": L, "model": name, "tokens/s": t.tokens_per_s, "prefill ms": t.prefill_ms,
-                     "decode ms": total_ms - t.prefill_ms,
-                     "decode ms per token": (total_ms - t.prefill_ms) / (N - 1) if N > 1 else float("nan"),
-                     "spread %": t.spread_pct})
-sweep = pd.DataFrame(rows)
-wide = sweep.pivot(index="prompt", columns="model")
-table = pd.DataFrame({
-    "tokens/s original": wide["tokens/s", "original"], "tokens/s custom": wide["tokens/s", "custom"],
-    "ratio (x slower)": wide["tokens/s", "original"] / wide["tokens/s", "custom"],
-    "prefill ms original": wide["prefill ms", "original"], "prefill ms custom": wide["prefill ms", "custom"],
-    "decode ms/token original": wide["decode ms per token", "original"],
-    "decode ms/token custom": wide["decode ms per token", "custom"],
-}).reset_index()
-helpers.show(table)
+for L in SIZES.context_prompts:
+    c, p = runs[L], prefills[L]
+    ratio, floor = c.ratios[CUSTOM], c.floor
+    rows.append({"prompt": L,
+                 "tokens/s original": c.tokens_per_s[ORIGINAL], "tokens/s custom": c.tokens_per_s[CUSTOM],
+                 "time ratio (x slower)": ratio.median, "quartiles": f"{ratio.low:.2f}-{ratio.high:.2f}",
+                 "verdict": c.verdict(CUSTOM).text,
+                 "A/A floor": floor.median, "A/A quartiles": f"{floor.low:.2f}-{floor.high:.2f}",
+                 "prefill wall ms original": per_round(p, ORIGINAL).median,
+                 "prefill wall ms custom": per_round(p, CUSTOM).median})
+table = pd.DataFrame(rows)
+print(f"{N} new tokens per generation, median of {SIZES.rounds_sweep} shuffled rounds per prompt length; "
+      "prefill wall ms: wall time of a one-new-token generation, median of its own rounds")
+helpers.show(table.round(3))
 helpers.save_sweep(table, "context_sweep")
 
-for r in table.to_dict("records"):
-    L = int(r["prompt"])
+for L in SIZES.context_prompts:
+    c, p = runs[L], prefills[L]
     note = f"prompt {L}, {N} new tokens"
-    helpers.record(f"context.{L}.tps_original", r["tokens/s original"], "tokens/s", note)
-    helpers.record(f"context.{L}.tps_custom", r["tokens/s custom"], "tokens/s", note + ", every custom kernel on")
-    helpers.record(f"context.{L}.ratio", r["ratio (x slower)"], "x slower", "tps_original / tps_custom")
-    helpers.record(f"context.{L}.prefill_ms_original", r["prefill ms original"], "ms",
-                   f"one-token generation, prompt {L}")
-    helpers.record(f"context.{L}.prefill_ms_custom", r["prefill ms custom"], "ms",
-                   f"one-token generation, prompt {L}, every custom kernel on")
+    helpers.record(f"context.{L}.tps_original", c.tokens_per_s[ORIGINAL], "tokens/s",
+                   f"{note}; median of {len(c.orders)} shuffled rounds, prefill included",
+                   spread=tokens_per_s(c, ORIGINAL))
+    helpers.record(f"context.{L}.tps_custom", c.tokens_per_s[CUSTOM], "tokens/s",
+                   f"{note}, every custom kernel on; median of {len(c.orders)} shuffled rounds, prefill included",
+                   spread=tokens_per_s(c, CUSTOM))
+    c.record(CUSTOM, f"context.{L}.ratio", note)
+    c.record(helpers.ORIGINAL_AGAIN, f"context.{L}.floor", note + "; the original against itself")
+    for name, tag in ((ORIGINAL, "original"), (CUSTOM, "custom")):
+        helpers.record(f"context.{L}.prefill_ms_{tag}", per_round(p, name).median, "ms",
+                       f"wall time of a one-new-token generation, prompt {L}; median of {len(p.orders)} "
+                       "shuffled rounds", spread=per_round(p, name))
+
+# %% [markdown]
+# ## Reading a trend from every point
+#
+# Four ratios, each with its own spread, can wander without any trend: a reading that compares the two
+# ends alone would find one in noise. So the reading below (`read_trend`) uses every point. It says the
+# ratio *grew* or *shrank* only when two things hold:
+#
+# - the medians move one way at every step from the shortest prompt to the longest;
+# - the change from the first point to the last is outside the noise by the series' one rule,
+#   `helpers.verdict`, applied to the ratio of the two (last over first) with the widest quartiles the
+#   two allow (the last's lower quartile over the first's upper one, and the reverse), against the
+#   noisier of the two runs' A/A floors.
+#
+# Otherwise the reading is "no consistent trend", and it says why: the quartiles leave room for no
+# change at all (within the per-round spread), the change is smaller than what the series counts as
+# noise, or the points do not move one way. The same reading is applied to each model's generation and
+# prefill times.
 
 # %%
-fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
-for name, marker, color in (("original", "o", "tab:blue"), ("custom", "s", "tab:red")):
-    sub = sweep[sweep["model"] == name]
-    ax1.plot(sub["prompt"], sub["tokens/s"], marker=marker, color=color, label=name)
-    ax2.plot(sub["prompt"], sub["prefill ms"], marker=marker, color=color, label=f"prefill, {name}")
-    ax2.plot(sub["prompt"], sub["decode ms per token"], marker=marker, color=color, linestyle="--",
-             alpha=0.6, label=f"decode per token, {name}")
-for ax in (ax1, ax2):
+read_trend, read_together = helpers.read_trend, helpers.read_together  # one reading, shared with chapter 8
+
+
+lengths = list(SIZES.context_prompts)
+floors = {L: runs[L].floor for L in lengths}
+pre_floors = {L: prefills[L].floor for L in lengths}
+WALL = "wall ms"  # the clock of every time in this chapter: wall time of whole generations
+trends = {
+    "time ratio, all custom / original": read_trend({L: runs[L].ratios[CUSTOM] for L in lengths}, floors),
+    "generation wall ms, original": read_trend({L: per_round(runs[L], ORIGINAL) for L in lengths}, floors, WALL),
+    "generation wall ms, all custom": read_trend({L: per_round(runs[L], CUSTOM) for L in lengths}, floors, WALL),
+    "prefill wall ms, original": read_trend({L: per_round(prefills[L], ORIGINAL) for L in lengths}, pre_floors, WALL),
+    "prefill wall ms, all custom": read_trend({L: per_round(prefills[L], CUSTOM) for L in lengths}, pre_floors, WALL),
+}
+helpers.show(pd.DataFrame([
+    {"quantity": q, "median at each prompt length": t.points, "last / first": round(t.change.median, 3),
+     "quartile bounds": f"{t.change.low:.2f}-{t.change.high:.2f}", "noise threshold": f"{100 * t.verdict.noise:.0f}%",
+     "verdict (last / first)": t.verdict.text, "reading": t.word} for q, t in trends.items()]))
+ratio_trend = trends["time ratio, all custom / original"]
+gen_o, gen_c = trends["generation wall ms, original"], trends["generation wall ms, all custom"]
+pre_o, pre_c = trends["prefill wall ms, original"], trends["prefill wall ms, all custom"]
+helpers.md(
+    f"**The ratio.** From a {lengths[0]}-token to a {lengths[-1]}-token prompt, the all-custom model's time over "
+    f"the original's **{ratio_trend.text}**. Every point: {ratio_trend.points}; the verdict at each length, "
+    f"against that run's A/A floor: {', '.join(f'{L}: {runs[L].verdict(CUSTOM).text}' for L in lengths)}.\n\n"
+    f"**Each model's generation time** ({N} new tokens, prefill included): the original's {gen_o.text}; "
+    f"the custom model's {gen_c.text}: {read_together(gen_o, gen_c)}.\n\n"
+    f"**The prefill alone** (one new token): the original's {pre_o.text}; the custom model's "
+    f"{pre_c.text}: {read_together(pre_o, pre_c)}."
+    + ("" if helpers.HAS_GPU else "\n\nCPU mode: interpreter times on a tiny model and short prompts, "
+       "good for following the method, not for conclusions about a GPU.")
+)
+
+# %%
+fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(16, 4.5))
+
+
+def errorbars(ax, points, label, **style):
+    """Medians with their quartiles as error bars, one point per prompt length."""
+    med = [points[L].median for L in lengths]
+    # clipped at 0: a median of tokens/s taken over the times (the comparison's) may sit outside the quartiles
+    # of the per-round tokens/s when there are few rounds
+    err = [[max(0.0, m - points[L].low) for L, m in zip(lengths, med)],
+           [max(0.0, points[L].high - m) for L, m in zip(lengths, med)]]
+    ax.errorbar(lengths, med, yerr=err, capsize=4, label=label, **style)
+
+
+errorbars(ax1, {L: runs[L].ratios[CUSTOM] for L in lengths}, "all custom / original", marker="s",
+          color="tab:red")
+errorbars(ax1, floors, "original / original (A/A floor)", marker="o", color="gray")
+ax1.axhline(1, color="black", linewidth=0.8)
+ax1.set_ylabel("time ratio to the original (x slower)")
+ax1.set_title("Does the slowdown hold as the prompt grows?")
+ax1.set_ylim(bottom=0)
+for name, marker, color in ((ORIGINAL, "o", "tab:blue"), (CUSTOM, "s", "tab:red")):
+    errorbars(ax2, {L: tokens_per_s(runs[L], name) for L in lengths}, name, marker=marker, color=color)
+    errorbars(ax3, {L: per_round(prefills[L], name) for L in lengths}, f"prefill, {name}", marker=marker,
+              color=color)
+ax2.set_ylabel("tokens/s (new tokens / generation time, prefill included)")
+ax2.set_title(f"tokens/s, {N} new tokens")
+ax2.set_ylim(bottom=0)
+ax3.set_yscale("log")
+helpers.plain_log_ticks(ax3, "y")
+ax3.set_ylabel("prefill, wall ms per generation of one token")
+ax3.set_title("The prefill alone, as the prompt grows")
+for ax in (ax1, ax2, ax3):
     ax.set_xscale("log", base=2)
-    helpers.plain_log_ticks(ax, "x", SIZES.context_prompts)
+    helpers.plain_log_ticks(ax, "x", lengths)
     ax.set_xlabel("prompt length (tokens)")
     ax.grid(True, which="both", alpha=0.3)
-ax1.set_ylabel("tokens/s (including prefill)")
-ax1.set_title(f"Does the slowdown hold as the prompt grows? ({N} new tokens)")
-ax1.set_ylim(bottom=0)
-ax2.set_yscale("log")
-helpers.plain_log_ticks(ax2, "y")
-ax2.set_ylabel("milliseconds")
-ax2.set_title("Which part moves with the context: prefill or decode?")
-ax1.legend()
-ax2.legend(fontsize=8)
+    ax.legend(fontsize=8)
+fig.suptitle(f"median of {SIZES.rounds_sweep} shuffled rounds per point; error bars: the middle half of the rounds",
+             fontsize=9)
 helpers.save_figure(fig, "context_sweep")
 plt.show()
 
-# %%
-short, long = table.iloc[0], table.iloc[-1]
-Ls, Ll = int(short["prompt"]), int(long["prompt"])
-r0, r1 = short["ratio (x slower)"], long["ratio (x slower)"]
-trend = "shrank" if r1 < 0.97 * r0 else "grew" if r1 > 1.03 * r0 else "stayed about the same"
-
-
-def growth(column):
-    return long[column] / short[column]
-
-
-def change(column):
-    """'grew 1.52x', 'fell to 0.76x' or 'stayed about the same (0.99x)' from the shortest to the longest prompt."""
-    g = growth(column)
-    if g > 1.05:
-        return f"grew {g:.2f}x"
-    if g < 0.95:
-        return f"fell to {g:.2f}x"
-    return f"stayed about the same ({g:.2f}x)"
-
-
-custom_range = (table["tokens/s custom"].min(), table["tokens/s custom"].max())
-decode_growth = [growth("decode ms/token original"), growth("decode ms/token custom")]
-helpers.md(
-    f"From a {Ls}-token to a {Ll}-token prompt the ratio **{trend}**: {r0:.2f}x to {r1:.2f}x "
-    f"(range {table['ratio (x slower)'].min():.2f}x to {table['ratio (x slower)'].max():.2f}x). "
-    f"The custom model ran between {custom_range[0]:.2f} and {custom_range[1]:.2f} tokens/s throughout. "
-    f"Over the {Ll // Ls}x longer prompt, the original's prefill time {change('prefill ms original')} and the "
-    f"custom one's {change('prefill ms custom')}, while the decode time per token "
-    f"{change('decode ms/token original')} (original) and {change('decode ms/token custom')} (custom). "
-    + ("Decode stayed nearly pinned: its cost is set by what each step launches, not by the length of the context."
-       if all(0.8 < g < 1.25 for g in decode_growth) else
-       "Here decode time moved with the context too: each step's work on the growing KV cache was a visible "
-       "part of its time." if min(decode_growth) > 1.05 and max(decode_growth) >= 1.25 else
-       "Decode per token even came out faster with the longer prompt" if max(decode_growth) < 0.95 else
-       "The two models' decode times did not move together, although a longer cache adds work to both")
-    + ("" if all(0.8 < g < 1.25 for g in decode_growth) or min(decode_growth) > 1.05 else
-       f": with repeats of one measurement differing by up to {sweep['spread %'].max():.0f}%, the noise between "
-       "runs is larger here than any effect of the context.")
-)
-
 # %% [markdown]
-# ## How much of each token is prefill?
+# ## How much of a generation is prefill?
 #
-# The ratio of tokens/s mixes the two phases. Splitting the custom model's extra time per generation
-# into its prefill part and its decode part shows which phase carries the slowdown, and whether that
-# changes with the prompt.
+# The ratio of generation times mixes the two phases. Splitting each model's generation time (median of
+# its rounds) into the prefill (median of the one-token runs) and the rest shows which phase carries the
+# custom model's extra time, and whether that changes with the prompt. The two medians come from
+# separate runs, so the split is approximate; the rest is a time per generation (all the new tokens
+# after the first), not a time per token.
 
 # %%
-split = pd.DataFrame({
-    "prompt": table["prompt"],
-    "extra ms in prefill": table["prefill ms custom"] - table["prefill ms original"],
-    "extra ms in decode": (table["decode ms/token custom"] - table["decode ms/token original"]) * (N - 1),
-})
-split["decode share of the extra time"] = split["extra ms in decode"] / (
-    split["extra ms in prefill"] + split["extra ms in decode"])
-helpers.show(split)
-extra0, extra1 = (split["extra ms in decode"].iloc[i] / max(N - 1, 1) for i in (0, -1))
-growth_extra = extra1 / extra0 if extra0 > 0 else float("nan")
+split = pd.DataFrame({"prompt": lengths})
+for name, tag in ((ORIGINAL, "original"), (CUSTOM, "custom")):
+    split[f"generation wall ms {tag}"] = [per_round(runs[L], name).median for L in lengths]
+    split[f"prefill wall ms {tag}"] = [per_round(prefills[L], name).median for L in lengths]
+    split[f"rest wall ms {tag}"] = split[f"generation wall ms {tag}"] - split[f"prefill wall ms {tag}"]
+split["extra wall ms (custom - original)"] = split["generation wall ms custom"] - split["generation wall ms original"]
+split["extra in prefill %"] = 100 * (split["prefill wall ms custom"] - split["prefill wall ms original"]) / split[
+    "extra wall ms (custom - original)"]
+split["prefill share of a generation %, original"] = (100 * split["prefill wall ms original"]
+                                                      / split["generation wall ms original"])
+split["prefill share of a generation %, custom"] = (100 * split["prefill wall ms custom"]
+                                                    / split["generation wall ms custom"])
+print(f"wall ms per generation of {N} new tokens (medians of the rounds); rest = generation - prefill")
+helpers.show(split.round(1))
+first, last = split.iloc[0], split.iloc[-1]
 helpers.md(
-    f"At {Ls} prompt tokens, {100 * split['decode share of the extra time'].iloc[0]:.0f}% of the custom model's extra "
-    f"time is spent in decode; at {Ll}, {100 * split['decode share of the extra time'].iloc[-1]:.0f}%. "
-    f"The extra decode time per token went from {extra0:.2f} to {extra1:.2f} ms "
-    + ("(the custom model was not slower in decode at the shortest prompt, so there is no extra cost to follow)."
-       if not extra0 > 0 else
-       f"({100 * abs(growth_extra - 1):.0f}% {'more' if extra1 > extra0 else 'less'} over a {Ll // Ls}x longer "
-       "prompt): that is the cost of the launches the custom kernels add to every step, and the context length "
-       "barely touches it." if abs(growth_extra - 1) < 0.25 else
-       f"({growth_extra:.2f}x over a {Ll // Ls}x longer prompt): "
-       + ("on this machine the custom kernels' extra cost per step grew with the context too, so more than launch "
-          "overhead is at work in decode." if growth_extra > 1 else
-          "it shrank, so the noise between runs is at least as large as any effect of the context here."))
+    f"At {lengths[0]} prompt tokens the prefill was {first['prefill share of a generation %, original']:.1f}% of "
+    f"the original's generation time and {first['prefill share of a generation %, custom']:.1f}% of the custom "
+    f"model's; at {lengths[-1]}, {last['prefill share of a generation %, original']:.1f}% and "
+    f"{last['prefill share of a generation %, custom']:.1f}%. Of the custom model's extra time per generation "
+    f"({first['extra wall ms (custom - original)']:.1f} wall ms at {lengths[0]} tokens, "
+    f"{last['extra wall ms (custom - original)']:.1f} wall ms at {lengths[-1]}), the prefill carried "
+    f"{first['extra in prefill %']:.1f}% and {last['extra in prefill %']:.1f}%; the rest was spent in the "
+    f"{N - 1} one-token steps after it, whose kernel count does not depend on the context."
 )
 
 # %% [markdown]
@@ -227,13 +290,16 @@ helpers.md(
 # than a table, so the comparison below puts your range next to its range.
 
 # %%
-helpers.show(helpers.compare("context."))
-blog_range = helpers.blog_numbers().set_index("id").loc["context.ratio_range", "blog_value"]
+side = helpers.compare("context.")
+helpers.show(side[~side["id"].str.contains("{", regex=False)])  # the catalogue's pattern rows are not results
+blog_range = helpers.blog("context.ratio_range")
+print("the blog's note on its sweep:", helpers.blog_numbers().set_index("id").loc["context.ratio_range", "note"])
+ratios = table["time ratio (x slower)"]
 helpers.md(
-    f"The blog's T4 ratios spanned {blog_range}x across its sweep, falling slightly with longer prompts, "
-    f"with the custom model near 6 tokens/s. Your ratios spanned {table['ratio (x slower)'].min():.2f}x to "
-    f"{table['ratio (x slower)'].max():.2f}x and {trend} from the shortest to the longest prompt"
-    + ("." if helpers.HAS_GPU else " (interpreter times, on a tiny model and short prompts).")
+    f"The blog's T4 ratios spanned {blog_range}x across its sweep (its note above says how they moved). Your "
+    f"ratios spanned {ratios.min():.2f}x to {ratios.max():.2f}x (the sweep's first table), and read from every "
+    f"point they {ratio_trend.text}."
+    + ("" if helpers.HAS_GPU else " CPU mode: interpreter times, on a tiny model and short prompts.")
 )
 
 # %% [markdown]
@@ -243,7 +309,7 @@ helpers.md(
 #   does not. Decode adds one token of KV cache per step and keeps its kernel count fixed.
 # - The custom kernels add a fixed number of launches to every step, whatever the context. Where launches
 #   set the pace, that is a fixed time per token; the split above shows how close your machine came.
-# - A ratio of tokens/s mixes both phases, so read it together with the prefill and decode times: they
-#   say which phase moved it.
+# - A trend needs every point and each point's spread: two ends can differ by noise alone. Read the ratio
+#   together with the prefill and the rest of the generation: they say which phase moved it.
 #
 # Chapter 8 gathers every number of the series into one table and reads the lessons off it.

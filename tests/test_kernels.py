@@ -546,3 +546,20 @@ def test_error_cpu_tensor_on_gpu():
     x = randn(4, 32)
     with pytest.raises(ValueError, match=r"^x must be a CUDA tensor"):
         add(x, x)
+
+
+# --- The empty kernel (chapter 2's launch price) ------------------------------------------------
+def test_empty_launches_one_kernel_and_changes_nothing(device):
+    x = torch.randn(7, device=device, dtype=torch.float16)
+    before = x.clone()
+    with count_launches() as launches:
+        assert kernels.empty(x) is None
+    assert launches == {"empty_kernel": 1}
+    assert torch.equal(x, before)
+
+
+def test_empty_rejects_what_it_cannot_launch_on():
+    with pytest.raises(TypeError, match="x must be a torch.Tensor"):
+        kernels.empty([1.0])
+    with pytest.raises(TypeError, match="x must be float16 or float32"):
+        kernels.empty(torch.zeros(3, dtype=torch.int32))

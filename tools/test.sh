@@ -32,7 +32,9 @@ fi
 export SLOWER_MODE
 echo "test command: SLOWER_MODE=$SLOWER_MODE ($("$PY" -c "import torch; print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'no GPU')"))"
 
-"$PY" -m pytest -q -p no:cacheprovider tests
+# The unit tests in parallel where pytest-xdist is installed (they check correctness, never speed).
+XDIST=(); if "$PY" -c "import xdist" 2>/dev/null; then XDIST=(-n auto); fi
+"$PY" -m pytest -q -p no:cacheprovider "${XDIST[@]}" tests
 "$PY" -m pytest -q -p no:cacheprovider --nbmake --nbmake-timeout=900 "${NBMAKE_ARGS[@]}" notebooks
 
 after=$(snapshot)
