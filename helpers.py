@@ -1004,7 +1004,7 @@ def _kernel_ratio_cases() -> dict:
         "matmul.triton_ms/matmul.torch_ms": (lambda: kernels.matmul(a, w.t(), **kernels.DEFAULT_TILE.kwargs()),
                                              lambda: a @ w.t()),
         "attention.slow_ms/attention.sdpa_ms": (
-            lambda: kernels.attention_slow(q, k, v, scale=scale, causal=False),
+            lambda: kernels.attention_slow(q, k, v, scale=scale, causal=True),  # as chapter 5 calls it
             lambda: F.scaled_dot_product_attention(q, k, v, scale=scale, enable_gqa=s["Hq"] != s["Hkv"])),
     }
 

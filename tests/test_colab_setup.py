@@ -91,4 +91,6 @@ def test_a_failed_install_fails_loudly(tmp_path, monkeypatch):
 
 def test_requirements_txt_is_satisfied_here():
     """CI installs requirements.txt, so the notebooks' setup cell installs nothing on a prepared machine."""
-    assert colab_setup.missing_requirements() == []
+    import torch
+
+    assert colab_setup.missing_requirements(gpu=torch.cuda.is_available()) == []  # as prepare() asks

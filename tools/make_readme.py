@@ -89,12 +89,13 @@ def results_table() -> str:
     head = (f"H200 run: {any_row.get('gpu', '?')}, {any_row.get('mode', '?')} mode, torch {any_row.get('torch', '?')}, "
             f"triton {any_row.get('triton', '?')}, transformers {any_row.get('transformers', '?')}; "
             f"model: {any_row.get('model', '?')}.")
-    lines = [head, "", "| result | H200 (this repo) | blog's T4 | unit |", "|---|---|---|---|"]
+    lines = [head, "", "| result | H200 (this repo) | verdict (H200) | blog's T4 | unit |", "|---|---|---|---|---|"]
     for rid, label in headline_rows():
         if rid not in h200 and rid not in blog:
             continue
         unit = (h200.get(rid) or blog.get(rid))["unit"]
         lines.append(f"| {label} | {_fmt(h200.get(rid, {}).get('value', ''))} | "
+                     f"{h200.get(rid, {}).get('verdict') or '-'} | "
                      f"{blog.get(rid, {}).get('blog_value') or '-'} | {unit} |")  # the blog's figures as printed
     ran = [name for name in CHAPTERS if f"runtime.{name}_s" in h200]
     if len(ran) < len(CHAPTERS):
