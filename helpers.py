@@ -777,11 +777,6 @@ class Ratio:
         q = statistics.quantiles(values, n=4, method="inclusive")
         return cls(statistics.median(values), q[0], q[2], values)
 
-    @property
-    def spread_pct(self) -> float:
-        """Half the interquartile range, in percent of the median."""
-        return 100 * (self.high - self.low) / 2 / self.median
-
 
 @dataclass
 class Verdict:
@@ -1028,14 +1023,15 @@ def reproduce(model=None, tokenizer=None, ids=None, rounds: int | None = None, c
     """
     import pandas as pd
 
-    ids = list(ids) if ids is not None else [*_kernel_ratio_cases(), *REPRODUCE_CONFIGS]
-    unknown = [i for i in ids if i not in REPRODUCE_CONFIGS and i not in _kernel_ratio_cases()]
+    cases = _kernel_ratio_cases()
+    known = [*cases, *REPRODUCE_CONFIGS]
+    ids = list(ids) if ids is not None else known
+    unknown = [i for i in ids if i not in known]
     if unknown:
-        raise ValueError(f"ids: {unknown} cannot be reproduced; choose from {[*_kernel_ratio_cases(), *REPRODUCE_CONFIGS]}")
+        raise ValueError(f"ids: {unknown} cannot be reproduced; choose from {known}")
     committed = committed or COMMITTED_DIR / SLUG / "results.csv"
     table = results(committed).set_index("id")
     rows = []
-    cases = _kernel_ratio_cases()
     for key in [i for i in ids if i in cases]:
         ours, reference = cases[key]
         t_ours, t_ref = time_call(ours), time_call(reference)

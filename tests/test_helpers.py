@@ -521,3 +521,23 @@ def test_a_comparison_records_its_ratio_with_quartiles_and_verdict(tiny, tmp_pat
     row = helpers.results(tmp_path / "results.csv").set_index("id").loc["full.slowdown"]
     assert (row["value"], row["low"], row["high"], row["verdict"]) == (3.0, 3.0, 3.0, "3.00x slower") and v.real
     assert "A/A floor 1.000" in row["note"]
+
+
+# --- Reproduce ----------------------------------------------------------------------------------
+def test_reproduce_sets_a_kernel_ratio_beside_the_committed_one(tmp_path):
+    import pandas as pd
+
+    committed = tmp_path / "results.csv"
+    pd.DataFrame([{"id": "add.ratio", "value": 2.0, "unit": "x slower"}]).to_csv(committed, index=False)
+    table = helpers.reproduce(ids=["add.ratio"], committed=committed).set_index("id")
+    row = table.loc["add.ratio"]
+    assert row["committed"] == 2.0 and row["yours"] > 0
+    assert row["deviation %"] == pytest.approx(100 * (row["yours"] / 2.0 - 1))
+    assert row["clock"] == helpers.CLOCK_LABELS["gpu" if helpers.HAS_GPU else "interpreter"]
+    with pytest.raises(ValueError, match="cannot be reproduced"):
+        helpers.reproduce(ids=["add.made_up"])
+
+
+def test_reproduced_ratios_are_catalogued_ratios():
+    for rid in helpers.REPRODUCE_CONFIGS:
+        assert helpers.catalogue_entry(rid)["unit"] == "x slower", rid
