@@ -807,9 +807,7 @@ def verdict(ratio: Ratio | float, floor: Ratio | None = None) -> Verdict:
     real = (r.median > 1 + noise or r.median < 1 / (1 + noise)) and same_side
     if not real:
         return Verdict("within noise", False, r.median, noise)
-    factor = r.median if r.median > 1 else 1 / r.median
-    text = (f"{factor:.0f}x" if factor >= 10 else f"{factor:.2f}x") + (" slower" if r.median > 1 else " faster")
-    return Verdict(text, True, r.median, noise)
+    return Verdict(versus(r.median, 1.0), True, r.median, noise)
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """Install what the series (or, with --test, the test command) needs and this Python lacks.
 
     python tools/install.py          # what tools/run_series.py needs (it calls this itself)
-    python tools/install.py --test   # also the test runners and the notebook toolchain (tools/test.sh)
+    python tools/install.py --test   # also the test runners, the notebook toolchain and nbmake's kernel
 
 Both commands of the README call this first. What it does:
 
@@ -37,6 +37,7 @@ REQUIREMENTS = ROOT / "requirements.txt"
 TEST_REQUIREMENTS = ROOT / "requirements-test.txt"
 CONSTRAINTS = ROOT / "constraints-ci.txt"
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"  # PyTorch's own index of CPU-only builds
+KERNELS = ROOT / "build" / "jupyter"  # nbmake's "python3" kernel for this Python (--test); JUPYTER_PATH finds it
 
 
 def gpu_present() -> bool:
@@ -77,6 +78,13 @@ def install_torch(gpu: bool) -> None:
     pip("--quiet", pinned("torch"), pinned("triton"), "-c", str(CONSTRAINTS))
 
 
+def install_kernel() -> None:
+    """A "python3" Jupyter kernel for this very Python under build/ (the user's own kernels stay as they are);
+    JUPYTER_PATH must name ``KERNELS / "share" / "jupyter"`` for nbmake to find it."""
+    subprocess.run([sys.executable, "-m", "ipykernel", "install", "--prefix", str(KERNELS), "--name", "python3"],
+                   check=True, capture_output=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--test", action="store_true", help="also what the test command needs")
@@ -93,11 +101,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"installing PyTorch and Triton ({'GPU build' if gpu else 'CPU build'}) at the pinned versions")
         install_torch(gpu)
         pip("--quiet", "-r", str(reqs), "-c", str(CONSTRAINTS))
-        return 0
-    missing = colab_setup.missing_requirements(reqs, gpu)
-    if missing:
-        print("installing what is missing:", " ".join(missing))
-        pip("--quiet", *missing)
+    else:
+        missing = colab_setup.missing_requirements(reqs, gpu)
+        if missing:
+            print("installing what is missing:", " ".join(missing))
+            pip("--quiet", *missing)
+    if args.test:
+        install_kernel()
     return 0
 
 

@@ -25,8 +25,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
+import install  # noqa: E402  (standard library and colab_setup only: safe before the installs)
+
 NOTEBOOKS = ROOT / "notebooks"
-KERNELS = ROOT / "build" / "jupyter"  # nbmake's "python3" kernel, for this Python (tools/test.sh makes the same)
 
 
 def main() -> int:
@@ -38,9 +40,7 @@ def main() -> int:
     parser.add_argument("--cell-timeout", type=int, default=3600, help="seconds one cell may take")
     args = parser.parse_args()
 
-    subprocess.run([sys.executable, str(ROOT / "tools" / "install.py"), "--test"], check=True)  # nbmake too
-    subprocess.run([sys.executable, "-m", "ipykernel", "install", "--prefix", str(KERNELS), "--name", "python3"],
-                   check=True, capture_output=True)
+    subprocess.run([sys.executable, str(ROOT / "tools" / "install.py"), "--test"], check=True)  # nbmake, its kernel
     if args.commit:
         os.environ["SLOWER_RESULTS_ROOT"] = str(ROOT / "figures")
     try:
@@ -57,7 +57,8 @@ def main() -> int:
             parser.error(f"no chapter matches {args.only}")
     helpers.show_env()
     print(f"results and figures go to {os.path.relpath(helpers.RESULTS_DIR, ROOT)}/")
-    jupyter_path = os.pathsep.join(p for p in (str(KERNELS / "share" / "jupyter"), os.environ.get("JUPYTER_PATH")) if p)
+    kernels = install.KERNELS / "share" / "jupyter"  # where install.py --test put nbmake's kernel
+    jupyter_path = os.pathsep.join(p for p in (str(kernels), os.environ.get("JUPYTER_PATH")) if p)
     env = dict(os.environ, SLOWER_MODE=helpers.MODE, SLOWER_RESULTS_ROOT=str(helpers.RESULTS_ROOT),
                JUPYTER_PATH=jupyter_path)
     bar = tqdm(chapters, desc="series", unit="chapter")

@@ -21,10 +21,9 @@ done
 snapshot() { git status --porcelain --untracked-files=all 2>/dev/null; git diff HEAD --binary 2>/dev/null | sha1sum; }
 before=$(snapshot)
 
+# install.py --test also puts nbmake's "python3" kernel, for this very Python, under build/ (the user's own
+# Jupyter kernels are left alone)
 "$PY" tools/install.py --test
-# nbmake runs each notebook in a "python3" kernel: ours, under build/, for this very Python (the user's
-# own Jupyter kernels are left alone).
-"$PY" -m ipykernel install --prefix build/jupyter --name python3 >/dev/null 2>&1  # (its "not in the search path" warning: we set JUPYTER_PATH next)
 export JUPYTER_PATH="$PWD/build/jupyter/share/jupyter${JUPYTER_PATH:+:$JUPYTER_PATH}"
 if [ -z "${SLOWER_MODE:-}" ]; then
   SLOWER_MODE=$("$PY" -c "import torch; print('quick' if torch.cuda.is_available() else 'cpu')")
