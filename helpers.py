@@ -4,7 +4,7 @@ It answers the questions each chapter asks, the same way every time:
 
 * where am I running (``MODE``, ``SLUG``, ``show_env``) and how big should things be (``SIZES``);
 * which model (``load_model``: the hub checkpoint, or the same architecture with random weights);
-* how fast does it generate (``measure_tps``) and where does the time go (``profile_decode``);
+* how fast does it generate, and where does the time go (``compare_configs``, with ``profile=True``);
 * what happens when our kernels replace PyTorch's (``patched``);
 * what did we measure, and what did the blog measure (``record``, ``compare``).
 
@@ -156,9 +156,9 @@ class Sizes:
     new_tokens_full_stack: int  # chapter 6: one greedy generation per model, for where the outputs diverge
     new_tokens_context: int    # chapter 7
     context_prompts: tuple     # chapter 7's prompt lengths
-    repeats: int               # timed generations per measurement (the median is reported)
     rounds: int                # rounds of an interleaved comparison (compare_configs): every config once each
     rounds_sweep: int          # rounds per point of chapter 7's sweep (four comparisons of a ~4x effect)
+    rounds_kernel: int         # rounds of a kernel-against-kernel comparison (compare_calls)
     profile_tokens: int        # decode steps under torch.profiler (its bookkeeping is slow)
     add_n: int                 # elements for the headline add timing
     add_sweep: tuple           # element counts for the add sweep
@@ -174,8 +174,8 @@ class Sizes:
 
 SIZES_BY_MODE = {
     "full": Sizes(
-        prompt_len=32, new_tokens=64, new_tokens_full_stack=512, new_tokens_context=32,
-        context_prompts=(128, 256, 512, 1024), repeats=3, rounds=8, rounds_sweep=5, profile_tokens=16,
+        prompt_len=32, new_tokens=32, new_tokens_full_stack=384, new_tokens_context=32,
+        context_prompts=(128, 256, 512, 1024), rounds=8, rounds_sweep=5, rounds_kernel=5, profile_tokens=8,
         add_n=2**20, add_sweep=tuple(2**k for k in range(12, 27, 2)),
         rmsnorm_hidden=1024, rmsnorm_rows=512, rmsnorm_decode_rows=1,
         rmsnorm_sweep_rows=(1, 4, 16, 64, 256, 1024, 4096),
@@ -184,7 +184,7 @@ SIZES_BY_MODE = {
         attention_qwen_shape=dict(B=1, Hq=16, Hkv=8, S=1, T=512, D=128)),
     "quick": Sizes(
         prompt_len=16, new_tokens=16, new_tokens_full_stack=32, new_tokens_context=8,
-        context_prompts=(64, 128), repeats=2, rounds=3, rounds_sweep=2, profile_tokens=4,
+        context_prompts=(64, 128), rounds=3, rounds_sweep=2, rounds_kernel=3, profile_tokens=4,
         add_n=2**16, add_sweep=tuple(2**k for k in range(12, 21, 4)),
         rmsnorm_hidden=1024, rmsnorm_rows=64, rmsnorm_decode_rows=1, rmsnorm_sweep_rows=(1, 16, 256),
         matmul_shape=(64, 1024, 1024), matmul_decode_shape=(1, 1024, 1024),
@@ -192,7 +192,7 @@ SIZES_BY_MODE = {
         attention_qwen_shape=dict(B=1, Hq=16, Hkv=8, S=1, T=128, D=128)),
     "cpu": Sizes(
         prompt_len=16, new_tokens=8, new_tokens_full_stack=12, new_tokens_context=4,
-        context_prompts=(16, 32), repeats=1, rounds=2, rounds_sweep=2, profile_tokens=4,
+        context_prompts=(16, 32), rounds=2, rounds_sweep=2, rounds_kernel=2, profile_tokens=4,
         add_n=2**12, add_sweep=(2**8, 2**10, 2**12, 2**14),
         rmsnorm_hidden=64, rmsnorm_rows=16, rmsnorm_decode_rows=1, rmsnorm_sweep_rows=(1, 4, 16, 64),
         matmul_shape=(16, 64, 128), matmul_decode_shape=(1, 64, 128),
@@ -292,8 +292,11 @@ def show(df) -> None:
 
 
 def progress(iterable, desc: str = "", **kwargs):
+    """A progress bar (a widget in Jupyter). ``TQDM_DISABLE=1`` hides it: a stored notebook keeps a widget's
+    first state ("0%"), and tqdm's notebook bar ignores that variable unless it is passed on."""
     from tqdm.auto import tqdm
 
+    kwargs.setdefault("disable", os.environ.get("TQDM_DISABLE", "").lower() in ("1", "true"))
     return tqdm(iterable, desc=desc, **kwargs)
 
 
@@ -430,40 +433,6 @@ def _generate(model, ids: torch.Tensor, new_tokens: int, use_cache: bool = True)
     return new, seconds
 
 
-@dataclass
-class TPS:
-    """One tokens/s measurement (medians over ``repeats`` timed runs, after a warm-up)."""
-    tokens_per_s: float         # new tokens / total time
-    prefill_ms: float           # time to the first token (a 1-token generation)
-    decode_tokens_per_s: float  # (new - 1) / (total - prefill)
-    spread_pct: float           # (max - min) / median of the total times, in percent
-    ids: torch.Tensor           # the generated tokens (1-D)
-    times_s: list               # each timed run's total seconds
-    prompt_len: int
-    new_tokens: int
-
-
-def measure_tps(model, prompt_len: int, new_tokens: int, tokenizer=None, use_cache: bool = True,
-                repeats: int | None = None) -> TPS:
-    """Tokens per second of greedy generation, measured properly: warm-up, synchronised, median."""
-    repeats = repeats or SIZES.repeats
-    ids = make_prompt(prompt_len, tokenizer, model.config.vocab_size)
-    # Warm-up: one untimed generation of the same length, so that every shape the timed runs meet
-    # (each KV-cache length, each Triton specialisation) has been met once, and paid for, before timing.
-    # With a 32-token warm-up instead, the first timed 128-token run of a freshly loaded model took about
-    # twice as long as the runs after it on the H200.
-    _generate(model, ids, new_tokens, use_cache)
-    prefill_s = statistics.median(_generate(model, ids, 1, use_cache)[1] for _ in range(repeats))
-    runs = [_generate(model, ids, new_tokens, use_cache) for _ in range(repeats)]
-    times = [s for _, s in runs]
-    total = statistics.median(times)
-    decode_s = max(total - prefill_s, 1e-9)
-    return TPS(tokens_per_s=new_tokens / total, prefill_ms=prefill_s * 1e3,
-               decode_tokens_per_s=(new_tokens - 1) / decode_s if new_tokens > 1 else float("nan"),
-               spread_pct=100 * (max(times) - min(times)) / total, ids=runs[0][0].cpu(), times_s=times,
-               prompt_len=prompt_len, new_tokens=new_tokens)
-
-
 # --- Patching -----------------------------------------------------------------------------------
 ATTENTION_NAME = "slower_triton_slow"  # our entry in transformers' AttentionInterface
 PROJECTION_GROUPS = ("attention", "mlp", "lm_head")
@@ -556,13 +525,15 @@ def patched(model, rmsnorm: str | None = None, projections=(), attention: str | 
 # --- Where the time goes ------------------------------------------------------------------------
 @dataclass
 class DecodeProfile:
-    """Per decoded token, prefill excluded (difference of an N-token and a 1-token generation)."""
+    """Per decoded token, prefill excluded (an N-token generation minus a 1-token one), from one
+    ``compare_configs`` run: wall time from its shuffled rounds, launches and GPU-busy time from
+    torch.profiler after them (``Comparison.profile``)."""
     launches_per_token: float | None      # every CUDA kernel (GPU only)
     gpu_busy_ms_per_token: float | None   # summed kernel durations (GPU only)
     wall_ms_per_token: float
     gpu_idle_fraction: float | None       # 1 - busy / wall
     project_launches_per_token: float     # our Triton kernels only (any target)
-    tokens_profiled: int
+    tokens_profiled: int   # new tokens of the profiled generation
     note: str = ""
 
     @property
@@ -593,35 +564,24 @@ def _kernel_stats(fn) -> tuple[int, float]:
     return len(events), sum(e.time_range.elapsed_us() for e in events) / 1e3
 
 
-def profile_decode(model, prompt_len: int, new_tokens: int | None = None, tokenizer=None) -> DecodeProfile:
-    """Launches, GPU-busy time and wall time per decoded token.
+def _count_decode(model, ids: torch.Tensor, n: int, use_cache: bool = True) -> tuple:
+    """What one decoded token launches and keeps the GPU busy for, prefill excluded (an ``n``-token
+    generation minus a 1-token one): (every CUDA kernel or None, GPU-busy ms or None, our Triton launches).
 
-    Profiles at most ``SIZES.profile_tokens`` decode steps: the profiler's bookkeeping costs seconds per
-    hundred thousand kernels, and per-token counts do not depend on how many tokens are profiled.
-    """
-    n = max(2, min(new_tokens or SIZES.profile_tokens, SIZES.profile_tokens))
-    ids = make_prompt(prompt_len, tokenizer, model.config.vocab_size)
-    _generate(model, ids, n)  # warm-up
+    Counts only, no wall time: the profiler's bookkeeping slows the host, and wall time per token comes
+    from ``compare_configs``' own shuffled rounds (``Comparison.profile``)."""
+    _generate(model, ids, n, use_cache)  # warm-up: every shape met once
     steps = n - 1
-    wall = [statistics.median(_generate(model, ids, k)[1] for _ in range(3)) for k in (n, 1)]
-    wall_ms = (wall[0] - wall[1]) * 1e3 / steps
-    note = ""
-    if wall_ms <= 0:  # timing noise larger than the decode steps (tiny models): fall back to the average
-        wall_ms, note = wall[0] * 1e3 / n, "wall time per token averaged over all steps (decode too short to isolate); "
     project = []
     for k in (n, 1):
         with kernels.count_launches() as c:
-            _generate(model, ids, k)
+            _generate(model, ids, k, use_cache)
         project.append(sum(c.values()))
-    project_per_token = (project[0] - project[1]) / steps
+    ours = (project[0] - project[1]) / steps
     if not HAS_GPU:
-        return DecodeProfile(None, None, wall_ms, None, project_per_token, n,
-                             note + "CPU mode: no GPU activity to profile; project-kernel launches come from "
-                             "kernels.count_launches and wall time is interpreter time.")
-    (ln, gn), (l1, g1) = (_kernel_stats(lambda k=k: _generate(model, ids, k)) for k in (n, 1))
-    busy = (gn - g1) / steps
-    return DecodeProfile((ln - l1) / steps, busy, wall_ms, max(0.0, 1 - busy / wall_ms),
-                         project_per_token, n, note + f"decode steps profiled: {steps}")
+        return None, None, ours
+    (ln, gn), (l1, g1) = (_kernel_stats(lambda k=k: _generate(model, ids, k, use_cache)) for k in (n, 1))
+    return (ln - l1) / steps, (gn - g1) / steps, ours
 
 
 def bandwidth(model, tokens_per_s: float) -> dict:
@@ -706,11 +666,6 @@ def launches_per_call(fn) -> float:
     return float(sum(counted.values()))
 
 
-def time_call(fn, calls: int | None = None) -> KernelTime:
-    """``fn`` (a call that launches kernels) on both clocks: GPU time and host time per call."""
-    return KernelTime(gpu_ms_per_call(fn), host_ms_per_call(fn, calls), launches_per_call(fn))
-
-
 @dataclass
 class LaunchPrices:
     """Host time of one launch that does no work: what every kernel costs before it runs."""
@@ -732,28 +687,56 @@ def launch_prices(calls: int | None = None) -> LaunchPrices:
     return LaunchPrices(triton_ms * 1e3, torch_ms * 1e3, calls)
 
 
-def predict_wall_ms(launches: float, our_launches: float, gpu_busy_ms: float, per_torch_launch_us: float,
-                    prices: LaunchPrices) -> float:
-    """The launch-budget model: wall ms per decoded token from what one token launches.
+PREDICTION_BAR = 0.20  # a launch-budget prediction within 20% of the measured wall ms per token holds
 
-    At batch size 1 the host launches kernels one after another and the GPU runs each as it comes, so a
-    token takes the longer of the host's work and the GPU's: ``max(host, gpu_busy_ms)``. The host's work is
-    ``per_torch_launch_us`` for each PyTorch kernel (the framework's Python around each op: fitted once,
-    on the original model, where every kernel is PyTorch's) and, for each of our Triton launches, the same
-    framework price plus what an empty Triton launch costs beyond an empty PyTorch op (both measured by
-    ``launch_prices``).
+
+@dataclass
+class LaunchBudget:
+    """The launch-budget model: what one launch costs the host inside ``generate()``, per kind of launch.
+
+    A decoded token costs the host a price per PyTorch launch (the framework's Python around each op,
+    plus the launch) times PyTorch's launches, plus a price per launch of ours (our launcher's Python:
+    checks, allocation, grid, Triton's dispatch) times ours, and then the GPU-busy time on top:
+    ``host + GPU`` assumes the GPU's work does not hide behind the host's. ``max(host, GPU)`` (perfect
+    overlap) is the other bound; on the H200 the additive form predicted every configuration closer
+    (chapter 8 shows both). The two prices are fitted on two configurations (``fitted_on``) and judged on
+    every other one.
     """
-    ours_us = per_torch_launch_us + (prices.triton_us - prices.torch_us)
-    host_ms = ((launches - our_launches) * per_torch_launch_us + our_launches * ours_us) / 1e3
-    return max(host_ms, gpu_busy_ms)
+    torch_us: float     # host µs per PyTorch launch inside generate()
+    ours_us: float      # host µs per launch of our Triton kernels inside generate()
+    fitted_on: tuple    # the two configurations the prices were solved from
+
+    def host_ms(self, profile: "DecodeProfile") -> float:
+        ours = profile.project_launches_per_token
+        return ((profile.launches - ours) * self.torch_us + ours * self.ours_us) / 1e3
+
+    def predict_ms(self, profile: "DecodeProfile") -> float:
+        """Wall ms per decoded token: host work plus GPU-busy time."""
+        return self.host_ms(profile) + (profile.gpu_busy_ms_per_token or 0.0)
+
+    def overlapped_ms(self, profile: "DecodeProfile") -> float:
+        """The other bound, with the same prices: ``max(host work, GPU-busy time)``."""
+        return max(self.host_ms(profile), profile.gpu_busy_ms_per_token or 0.0)
 
 
-def fit_torch_launch_us(wall_ms: float, launches: float) -> float:
-    """The per-launch price of the original model (only PyTorch kernels): its wall ms per token over its
-    launches. Fitted on one configuration; ``predict_wall_ms`` is then judged on all the others."""
-    if launches <= 0:
-        raise ValueError(f"launches must be positive, got {launches}")
-    return wall_ms * 1e3 / launches
+def fit_launch_budget(profiles: dict, fitted_on: tuple) -> LaunchBudget:
+    """Solve the two launch prices from two configurations' measured wall ms per token minus their GPU-busy
+    ms (``profiles``: name -> DecodeProfile with every CUDA launch counted, so GPU mode only)."""
+    if len(fitted_on) != 2 or any(name not in profiles for name in fitted_on):
+        raise ValueError(f"fitted_on: name two of {list(profiles)}, got {fitted_on!r}")
+    rows = []
+    for name in fitted_on:
+        p = profiles[name]
+        if p.launches_per_token is None:
+            raise ValueError(f"profiles[{name!r}]: no CUDA launch count (CPU mode); the model needs a GPU profile")
+        ours = p.project_launches_per_token
+        rows.append((p.launches - ours, ours, (p.wall_ms_per_token - (p.gpu_busy_ms_per_token or 0.0)) * 1e3))
+    (a, b, e), (c, d, f) = rows
+    det = a * d - b * c
+    if abs(det) < 1e-9 * max(abs(a * d), abs(b * c), 1.0):
+        raise ValueError(f"fitted_on: {fitted_on} launch the same mix of kernels; pick two that differ "
+                         "(e.g. the original, with no launch of ours, and one with many)")
+    return LaunchBudget(torch_us=(e * d - b * f) / det, ours_us=(a * f - e * c) / det, fitted_on=tuple(fitted_on))
 
 
 # --- Interleaved comparisons and the verdict ----------------------------------------------------
@@ -814,11 +797,14 @@ def verdict(ratio: Ratio | float, floor: Ratio | None = None) -> Verdict:
 class Comparison:
     """Configurations of one model measured in shuffled rounds, against the original in each round."""
     tokens_per_s: dict     # name -> median tokens/s over the rounds
-    seconds: dict          # name -> the per-round seconds of one generation
+    seconds: dict          # name -> the per-round seconds of one generation of ``new_tokens``
     ratios: dict           # name -> Ratio of its time to the original's, round by round (ORIGINAL_AGAIN too)
     orders: list           # the order of each round
     prompt_len: int
     new_tokens: int
+    first_seconds: dict = field(default_factory=dict)  # name -> per-round seconds of a 1-token generation
+    counts: dict = field(default_factory=dict)  # name -> (launches, GPU-busy ms, our launches) per decoded token
+    profiled_tokens: int = 0  # new tokens of each profiled generation (profile=...)
 
     @property
     def floor(self) -> Ratio:
@@ -827,6 +813,52 @@ class Comparison:
 
     def verdict(self, name: str) -> Verdict:
         return verdict(self.ratios[name], self.floor)
+
+    def prefill_ms(self, name: str) -> float:
+        """Median wall ms of a 1-token generation (one forward pass over the prompt) in the same rounds."""
+        if not self.first_seconds:
+            raise ValueError("prefill_ms: this comparison generated one token per run (new_tokens=1); "
+                             "its seconds are the prefill times")
+        return statistics.median(self.first_seconds[name]) * 1e3
+
+    def decode_ms(self, name: str) -> Ratio:
+        """Wall ms per decoded token, prefill excluded: (N-token time - 1-token time) / (N - 1), round by round.
+
+        The one definition of time per token in the series: both runs of a round are back to back, in the
+        same shuffled rounds as the ratios, so the host's drift hits every configuration alike."""
+        if not self.first_seconds:
+            raise ValueError("decode_ms: needs new_tokens > 1 (a 1-token generation is all prefill)")
+        steps = self.new_tokens - 1
+        return Ratio.of([(t - f) * 1e3 / steps for t, f in zip(self.seconds[name], self.first_seconds[name])])
+
+    def decode_ratio(self, name: str) -> Ratio:
+        """Wall ms per decoded token of ``name`` over the original's, round by round (above 1: slower)."""
+        return Ratio.of([a / b for a, b in zip(self.decode_ms(name).values, self.decode_ms(ORIGINAL).values)])
+
+    def wall_ms_per_token(self, name: str) -> tuple[float, str]:
+        """(wall ms per decoded token, how it was read): the original's median over the rounds, times
+        ``name``'s median per-round ratio to it. The host's speed drifts between rounds (on the H200 by a
+        quarter) and a ratio within a round cancels the drift, so every configuration is read against the
+        same original."""
+        base = self.decode_ms(ORIGINAL).median
+        wall = base * (self.decode_ratio(name).median if name != ORIGINAL else 1.0)
+        if base > 0 and wall > 0:
+            return wall, f"original's median of {len(self.orders)} shuffled rounds x the per-round ratio to it"
+        # timing noise larger than the decode steps (tiny models in CPU mode): the average over all steps
+        return (statistics.median(self.seconds[name]) * 1e3 / self.new_tokens,
+                f"decode too short to isolate: wall per token averaged over all {self.new_tokens} steps")
+
+    def profile(self, name: str) -> DecodeProfile:
+        """Launches, GPU-busy and wall ms per decoded token for ``name`` (compare_configs(profile=...));
+        the wall time as ``wall_ms_per_token`` reads it."""
+        if name not in self.counts:
+            raise KeyError(f"profile: {name!r} was not profiled; pass profile=True (or its name) to compare_configs")
+        launches, busy, ours = self.counts[name]
+        wall, note = self.wall_ms_per_token(name)
+        if not HAS_GPU:
+            note += "; CPU mode: launches are our Triton kernels only, wall is interpreter time"
+        idle = None if busy is None else max(0.0, 1 - busy / wall)
+        return DecodeProfile(launches, busy, wall, idle, ours, self.profiled_tokens, note)
 
     def record(self, name: str, id: str, note: str = "") -> Verdict:
         """Record the time ratio of ``name`` to the original under ``id`` ("x slower"), with its quartiles
@@ -838,29 +870,41 @@ class Comparison:
                f"{floor.median:.3f} ({floor.low:.2f}-{floor.high:.2f})", spread=self.ratios[name], verdict=v.text)
         return v
 
-    def table(self):
-        """One row per configuration: median tokens/s, ratio to the original with its quartiles, verdict."""
+    def table(self, per_token: bool = False):
+        """One row per configuration: median tokens/s, ratio to the original with its quartiles, verdict;
+        with ``per_token``, also wall ms per decoded token (``wall_ms_per_token``) and, where profiled,
+        launches and GPU-busy ms."""
         import pandas as pd
 
         rows = []
         for name, tps in self.tokens_per_s.items():
             r = self.ratios.get(name)
-            rows.append({"configuration": name, "tokens/s (median)": tps,
-                         "time ratio to original (median)": r.median if r else 1.0,
-                         "quartiles": f"{r.low:.2f}-{r.high:.2f}" if r else "-",
-                         "verdict": self.verdict(name).text if r else "reference"})
+            row = {"configuration": name, "tokens/s (median)": tps,
+                   "time ratio to original (median)": r.median if r else 1.0,
+                   "quartiles": f"{r.low:.2f}-{r.high:.2f}" if r else "-",
+                   "verdict": self.verdict(name).text if r else "reference"}
+            if per_token and self.first_seconds:
+                row["wall ms per decoded token"] = self.wall_ms_per_token(name)[0]
+                if name in self.counts:
+                    p = self.profile(name)
+                    row["launches per token"] = p.launches
+                    row["GPU-busy ms per token"] = p.gpu_busy_ms_per_token
+            rows.append(row)
         return pd.DataFrame(rows)
 
 
 def compare_configs(model, configs: dict, prompt_len: int | None = None, new_tokens: int | None = None,
-                    rounds: int | None = None, tokenizer=None, seed: int = 0) -> Comparison:
+                    rounds: int | None = None, tokenizer=None, seed: int = 0, profile=False) -> Comparison:
     """Tokens/s of several configurations of ``model``, interleaved so that host noise hits all alike.
 
     ``configs`` maps a name to the keyword arguments of ``patched`` (``{}`` is the original; a key
     ``use_cache=False`` generates without the KV cache). The original
     and its copy ``ORIGINAL_AGAIN`` are always added: their ratio is the run's A/A noise floor. Each of
     ``rounds`` rounds times one greedy generation of every configuration, in an order shuffled with a fixed
-    seed; each configuration's time is divided by the original's time of the same round.
+    seed; each configuration's time is divided by the original's time of the same round. When
+    ``new_tokens`` > 1, each generation is followed by a 1-token one, so that the wall time per decoded token
+    (``Comparison.decode_ms``) comes from the same rounds. ``profile`` (True, or names) also counts launches
+    and GPU-busy time per decoded token after the rounds (``Comparison.profile``).
     """
     import random
 
@@ -869,6 +913,8 @@ def compare_configs(model, configs: dict, prompt_len: int | None = None, new_tok
     rounds = SIZES.rounds if rounds is None else rounds
     if rounds < 1:
         raise ValueError(f"rounds must be at least 1, got {rounds}")
+    if new_tokens < 1:
+        raise ValueError(f"new_tokens must be at least 1, got {new_tokens}")
     reserved = {ORIGINAL, ORIGINAL_AGAIN} & set(configs)
     if reserved:
         raise ValueError(f"configs: {sorted(reserved)} are added by compare_configs itself; use other names")
@@ -876,28 +922,105 @@ def compare_configs(model, configs: dict, prompt_len: int | None = None, new_tok
     for name, kwargs in every.items():
         if not isinstance(kwargs, dict):
             raise TypeError(f"configs[{name!r}] must be a dict of patched() arguments, got {type(kwargs).__name__}")
+    to_profile = [n for n in every if n != ORIGINAL_AGAIN] if profile is True else list(profile or ())
+    unknown = [n for n in to_profile if n not in every]
+    if unknown:
+        raise ValueError(f"profile: {unknown} are not configurations here; choose from {list(every)}")
+    if to_profile and new_tokens < 2:
+        raise ValueError("profile: counting per decoded token needs new_tokens >= 2")
     ids = make_prompt(prompt_len, tokenizer, model.config.vocab_size)
 
-    def run(name):
+    def run(name, n):
         kwargs = dict(every[name])
         use_cache = kwargs.pop("use_cache", True)
         with patched(model, **kwargs):
-            return _generate(model, ids, new_tokens, use_cache)[1]
+            return _generate(model, ids, n, use_cache)[1]
 
+    per_token = new_tokens > 1
     for name in every:  # warm-up: every shape and specialisation met once, untimed
-        run(name)
+        run(name, new_tokens)
     seconds = {name: [] for name in every}
+    first = {name: [] for name in every} if per_token else {}
     orders = []
     for r in progress(range(rounds), desc="rounds"):
         order = list(every)
         random.Random(seed * 10_007 + r).shuffle(order)
         orders.append(order)
         for name in order:
-            seconds[name].append(run(name))
+            seconds[name].append(run(name, new_tokens))
+            if per_token:
+                first[name].append(run(name, 1))
     base = seconds[ORIGINAL]
     ratios = {name: Ratio.of([t / b for t, b in zip(ts, base)]) for name, ts in seconds.items() if name != ORIGINAL}
     tps = {name: new_tokens / statistics.median(ts) for name, ts in seconds.items()}
-    return Comparison(tps, seconds, ratios, orders, prompt_len, new_tokens)
+    counts = {}
+    n = max(2, min(new_tokens, SIZES.profile_tokens))  # per-token counts do not depend on how many are profiled
+    for name in to_profile:
+        kwargs = dict(every[name])
+        use_cache = kwargs.pop("use_cache", True)
+        with patched(model, **kwargs):
+            counts[name] = _count_decode(model, ids, n, use_cache)
+    return Comparison(tps, seconds, ratios, orders, prompt_len, new_tokens, first, counts, n if counts else 0)
+
+
+# --- Kernel against kernel, on one clock, with its own A/A floor ---------------------------------
+REFERENCE, REFERENCE_AGAIN = "reference", "reference (again)"
+
+
+@dataclass
+class CallComparison:
+    """Calls timed in shuffled rounds against a reference call and the reference against itself."""
+    ms: dict        # name -> median ms per call (REFERENCE and REFERENCE_AGAIN included)
+    ratios: dict    # name -> Ratio of its time to the reference's, round by round (REFERENCE_AGAIN too)
+    clock: str      # CLOCK_LABELS value: GPU time on a GPU, interpreter wall time in CPU mode
+    rounds: int
+
+    @property
+    def floor(self) -> Ratio:
+        return self.ratios[REFERENCE_AGAIN]
+
+    def verdict(self, name: str) -> Verdict:
+        return verdict(self.ratios[name], self.floor)
+
+    def record(self, name: str, id: str, note: str = "") -> Verdict:
+        v = self.verdict(name)
+        f = self.floor
+        record(id, self.ratios[name].median, "x slower",
+               (note + "; " if note else "") + f"{self.clock}, median of {self.rounds} shuffled rounds, A/A floor "
+               f"{f.median:.3f} ({f.low:.2f}-{f.high:.2f})", spread=self.ratios[name], verdict=v.text)
+        return v
+
+
+def compare_calls(calls: dict, reference, rounds: int | None = None, seed: int = 0) -> CallComparison:
+    """GPU time (CUDA-graph replay) of each call in ``calls`` against ``reference``, in shuffled rounds.
+
+    Like ``compare_configs`` for kernels: every round times each call, the reference and the reference
+    again (the A/A floor: what a ~2 µs kernel's GPU time does between two replays of the same graph) in a
+    shuffled order. In CPU mode the clock is the interpreter's wall time.
+    """
+    import random
+
+    rounds = SIZES.rounds_kernel if rounds is None else rounds
+    if rounds < 1:
+        raise ValueError(f"rounds must be at least 1, got {rounds}")
+    reserved = {REFERENCE, REFERENCE_AGAIN} & set(calls)
+    if reserved or not calls:
+        raise ValueError(f"calls: give at least one call, none named {sorted({REFERENCE, REFERENCE_AGAIN})}")
+    every = {REFERENCE: reference, REFERENCE_AGAIN: reference, **calls}
+    for name, fn in every.items():
+        if not callable(fn):
+            raise TypeError(f"calls[{name!r}] must be a zero-argument callable, got {type(fn).__name__}")
+    clock = CLOCK_LABELS["gpu" if HAS_GPU else "interpreter"]
+    timer = gpu_ms_per_call if HAS_GPU else (lambda fn: host_ms_per_call(fn, repeats=1))
+    times = {name: [] for name in every}
+    for r in range(rounds):
+        order = list(every)
+        random.Random(seed * 10_007 + r).shuffle(order)
+        for name in order:
+            times[name].append(timer(every[name]))
+    base = times[REFERENCE]
+    ratios = {name: Ratio.of([t / b for t, b in zip(ts, base)]) for name, ts in times.items() if name != REFERENCE}
+    return CallComparison({name: statistics.median(ts) for name, ts in times.items()}, ratios, clock, rounds)
 
 
 # --- Trends across a sweep (chapters 7 and 8) ----------------------------------------------------
@@ -910,7 +1033,7 @@ class Trend:
     points: str             # every point's median, "128: 4.10x, 256: ..."
 
 
-def read_trend(points: dict, floors: dict | None = None, unit: str = "x") -> Trend:
+def read_trend(points: dict, floors: dict | None = None, unit: str = "x", along: str = "the context") -> Trend:
     """How a quantity measured at several prompt lengths moved, read from every point.
 
     ``points``: {prompt length: Ratio} (median and quartiles of the per-round values); ``floors``:
@@ -933,7 +1056,7 @@ def read_trend(points: dict, floors: dict | None = None, unit: str = "x") -> Tre
     span = f"{fmt(medians[0])} to {fmt(medians[-1])}"
     if v.real and one_way:
         word = "grew" if v.ratio > 1 else "shrank"
-        return Trend(word, f"{word} with the context, at every step: {span}, outside the noise", change, v, every)
+        return Trend(word, f"{word} with {along}, at every step: {span}, outside the noise", change, v, every)
     reasons = []
     if change.low <= 1 <= change.high:  # the quartiles leave room for no change: the spread is at least the change
         reasons.append("within the per-round spread")
@@ -1013,10 +1136,19 @@ def _committed_value(table, key: str) -> float | None:
         return None
 
 
-def reproduce(model=None, tokenizer=None, ids=None, rounds: int | None = None, committed: Path | None = None):
+def reproduce_configs(ids=None) -> dict:
+    """The ``compare_configs`` configurations behind the tokens/s headline ratios (all, or those in ``ids``)."""
+    return {name: kwargs for key, (name, kwargs) in REPRODUCE_CONFIGS.items() if ids is None or key in ids}
+
+
+def reproduce(model=None, tokenizer=None, ids=None, rounds: int | None = None, committed: Path | None = None,
+              comparison: "Comparison | None" = None):
     """Re-measure the headline ratios (all, or those in ``ids``) and set each beside the committed run.
 
-    Returns a DataFrame: id, what, clock, yours, committed, deviation (%), verdict (yours). The tokens/s
+    Kernel ratios: GPU time in shuffled rounds against the PyTorch call with its own A/A floor
+    (``compare_calls``); tokens/s ratios: one ``compare_configs`` run of ``reproduce_configs(ids)``, or
+    ``comparison`` when the caller already ran it (chapter 8 profiles it too). Returns a DataFrame: id,
+    what, clock, yours, quartiles, A/A floor, committed, deviation (%), verdict (yours). The tokens/s
     ratios need ``model`` (the same model the chapters use; loaded here when None).
     """
     import pandas as pd
@@ -1032,28 +1164,32 @@ def reproduce(model=None, tokenizer=None, ids=None, rounds: int | None = None, c
     rows = []
     for key in [i for i in ids if i in cases]:
         ours, reference = cases[key]
-        t_ours, t_ref = time_call(ours), time_call(reference)
-        clock = "gpu" if HAS_GPU else "interpreter"
-        mine = (t_ours.gpu_ms / t_ref.gpu_ms) if HAS_GPU else (t_ours.host_ms / t_ref.host_ms)
-        rows.append({"id": key, "what": "kernel time ratio", "clock": CLOCK_LABELS[clock], "yours": mine,
-                     "verdict": verdict(mine).text})
-    configs = {REPRODUCE_CONFIGS[i][0]: REPRODUCE_CONFIGS[i][1] for i in ids if i in REPRODUCE_CONFIGS}
-    if configs:
-        if model is None:
-            model, tokenizer, _ = load_model()
-        comparison = compare_configs(model, configs, tokenizer=tokenizer, rounds=rounds)
+        c = compare_calls({"ours": ours}, reference)
+        r, f = c.ratios["ours"], c.floor
+        rows.append({"id": key, "what": "kernel time ratio", "clock": c.clock, "yours": r.median,
+                     "quartiles": f"{r.low:.2f}-{r.high:.2f}", "A/A floor": f.median,
+                     "verdict": c.verdict("ours").text})
+    wanted = reproduce_configs(ids)
+    if wanted:
+        if comparison is None:
+            if model is None:
+                model, tokenizer, _ = load_model()
+            comparison = compare_configs(model, wanted, tokenizer=tokenizer, rounds=rounds)
+        missing = [name for name in wanted if name not in comparison.ratios]
+        if missing:
+            raise ValueError(f"comparison: has no {missing}; run compare_configs with reproduce_configs(ids)")
+        f = comparison.floor
         for key in [i for i in ids if i in REPRODUCE_CONFIGS]:
             name = REPRODUCE_CONFIGS[key][0]
             r = comparison.ratios[name]
             rows.append({"id": key, "what": f"time ratio to the original ({name})",
                          "clock": f"wall, {len(comparison.orders)} shuffled rounds", "yours": r.median,
+                         "quartiles": f"{r.low:.2f}-{r.high:.2f}", "A/A floor": f.median,
                          "verdict": comparison.verdict(name).text})
-        rows.append({"id": "A/A floor", "what": "the original against itself", "clock": "wall",
-                     "yours": comparison.floor.median, "verdict": comparison.verdict(ORIGINAL_AGAIN).text})
     out = pd.DataFrame(rows)
     out["committed"] = [_committed_value(table, k) for k in out["id"]]
     out["deviation %"] = 100 * (out["yours"] / out["committed"] - 1)
-    return out[["id", "what", "clock", "yours", "committed", "deviation %", "verdict"]]
+    return out[["id", "what", "clock", "yours", "quartiles", "A/A floor", "committed", "deviation %", "verdict"]]
 
 
 # --- Results ------------------------------------------------------------------------------------
@@ -1167,7 +1303,7 @@ def blog(id: str):
 
 
 def compare(ids=None):
-    """Your value, the committed H200 value and the blog's T4 value, side by side.
+    """Your value, the committed H200 value and the blog's T4 value, side by side, with the catalogue's label.
 
     ``ids``: None (everything measured or quoted), a prefix such as ``"rmsnorm."``, or a list of ids.
     """
@@ -1188,7 +1324,8 @@ def compare(ids=None):
         table = table.drop(columns="_o")
     table = table[~table["id"].str.contains("{", regex=False)]  # catalogue patterns such as context.{prompt}.ratio
     table["blog_t4"] = table["blog_t4"].fillna("")
-    return table[["id", "yours", "h200", "blog_t4", "unit"]].reset_index(drop=True)
+    table["label"] = [(catalogue_entry(i) or {}).get("label", "") for i in table["id"]]  # names the clock of a time
+    return table[["id", "label", "yours", "h200", "blog_t4", "unit"]].reset_index(drop=True)
 
 
 def _chapter_of_prefix() -> dict:

@@ -170,6 +170,10 @@ else:
 #
 # Every "N x slower" in tokens/s in this series comes from such a comparison. tokens/s itself is the new
 # tokens divided by the whole generation time, the prefill (the forward pass over the prompt) included.
+# Right after each generation, in the same round, the same configuration also generates a single token:
+# that run is one forward pass over the prompt, the prefill alone. From the pair the harness gets, round
+# by round, the time of the prefill and the wall ms per decoded token (the rest of the generation divided
+# by the tokens decoded after the first), the series' one time per token.
 
 # %% [markdown]
 # ## The KV cache: what it saves, and what we expect
@@ -207,10 +211,12 @@ print(f"same greedy tokens with and without the cache: {same} of {n}")
 
 # %% [markdown]
 # Now the measurement: the model with its cache (`original`, twice) and without it, in
-# `helpers.SIZES.rounds` shuffled rounds.
+# `helpers.SIZES.rounds` shuffled rounds. `profile=[helpers.ORIGINAL]` also asks for the original's
+# launches and GPU-busy time per decoded token, counted after the rounds: we read them in the next section.
 
 # %%
-comparison = helpers.compare_configs(model, {"no KV cache": {"use_cache": False}}, tokenizer=tokenizer)
+comparison = helpers.compare_configs(model, {"no KV cache": {"use_cache": False}}, tokenizer=tokenizer,
+                                     profile=[helpers.ORIGINAL])
 tps_kv = comparison.tokens_per_s[helpers.ORIGINAL]
 tps_no_kv = comparison.tokens_per_s["no KV cache"]
 setting = f"greedy, prompt {P}, {n} new tokens, median of {len(comparison.orders)} shuffled rounds"
@@ -256,57 +262,67 @@ helpers.md(text)
 # ## Where does the time of one token go?
 #
 # The blog stops at tokens per second. We go one step further, because the rest of the series only makes
-# sense once you see this. `helpers.profile_decode` generates a few tokens under PyTorch's profiler and
-# keeps only the decode steps (it subtracts a one-token run, so the prefill drops out):
+# sense once you see this. Everything below comes from the comparison above, so nothing is timed twice:
 #
-# - **launches per token**: how many GPU kernels the model starts for one token;
-# - **GPU-busy ms per token**: how long those kernels actually ran on the GPU, added up;
-# - **wall ms per token**: how long one decoded token took by the host's clock (timed without the
-#   profiler). This is the series' one time per token. It is not 1000 / tokens/s: tokens/s also counts
-#   the prefill.
+# - **wall ms per decoded token**: in each round, the original's generation of $n$ tokens minus its
+#   one-token generation right after it, divided by the $n - 1$ tokens decoded after the first; the median
+#   over the rounds. The prefill drops out. This is the series' one time per token;
+# - **prefill**: the one-token generations themselves, one forward pass over the prompt each (median);
+# - **launches per token**: how many GPU kernels the model starts for one decoded token, counted by
+#   PyTorch's profiler on a short generation after the rounds (a 1-token generation subtracted again);
+# - **GPU-busy ms per token**: how long those kernels actually ran on the GPU, added up, from the same
+#   profile.
 #
 # If the GPU-busy time is much smaller than the wall time, the GPU sits idle most of the time, waiting
 # for the CPU to launch the next kernel. That is what we expect at batch size 1: each layer is dozens of
 # kernels, every launch costs several microseconds of host work, and most kernels move at most a few
 # megabytes, which a modern GPU does in a few microseconds. (The exception is `lm_head`, which reads its
 # whole 151,936 x 1,024 weight, about 311 MB in fp16, once per token.)
-#
-# Beside it we time the prefill alone: a one-token generation, one forward pass over the prompt
-# (`helpers.measure_tps` with one new token: a few short runs, the median).
 
 # %%
-prof = helpers.profile_decode(model, P, n, tokenizer=tokenizer)
-prefill = helpers.measure_tps(model, P, 1, tokenizer=tokenizer)
+prof = comparison.profile(helpers.ORIGINAL)  # launches and GPU-busy from the profiler, wall from the rounds
+decode = comparison.decode_ms(helpers.ORIGINAL)  # per-round wall ms per decoded token
+prefill_ms = comparison.prefill_ms(helpers.ORIGINAL)
+prefill_rounds = helpers.Ratio.of([s * 1e3 for s in comparison.first_seconds[helpers.ORIGINAL]])  # ms, per round
+rounds = len(comparison.orders)
 
 helpers.record("baseline.launches_per_token", prof.launches_per_token, "launches",
-               "CUDA kernels per decoded token (torch.profiler); empty in CPU mode")
+               "CUDA kernels per decoded token (torch.profiler, after the rounds); empty in CPU mode")
 helpers.record("baseline.gpu_busy_ms_per_token", prof.gpu_busy_ms_per_token, "ms",
-               "summed kernel time per decoded token (GPU clock); empty in CPU mode")
+               "summed kernel time per decoded token (GPU clock, torch.profiler); empty in CPU mode")
+isolated = decode.median > 0  # else the decode steps drowned in timing noise: profile() averaged over all steps
 helpers.record("baseline.wall_ms_per_token", prof.wall_ms_per_token, "ms",
-               "wall ms per decoded token (host clock), prefill excluded")
-helpers.record("baseline.prefill_ms", prefill.prefill_ms, "ms",
-               f"wall ms of a one-token generation: one forward pass over {P} prompt tokens")
+               f"wall ms per decoded token (host clock{'' if helpers.HAS_GPU else '; interpreter time'}), "
+               f"prefill excluded; median of {rounds} shuffled rounds" + ("" if isolated else f"; {prof.note}"),
+               spread=decode if isolated else None)
+helpers.record("baseline.prefill_ms", prefill_ms, "ms",
+               f"wall ms of a one-token generation: one forward pass over {P} prompt tokens; median of "
+               f"{rounds} shuffled rounds", spread=prefill_rounds)
 
-print(f"decode steps profiled:         {prof.tokens_profiled - 1}")
-print(f"kernel launches per token:     {helpers.fmt(prof.launches_per_token, 0, 'launches')}")
-print(f"GPU-busy ms per token:         {helpers.fmt(prof.gpu_busy_ms_per_token, 3, 'ms')}")
-print(f"wall ms per decoded token:     {helpers.fmt(prof.wall_ms_per_token, 3, 'ms')}")
-print(f"prefill ({P}-token prompt), wall: {helpers.fmt(prefill.prefill_ms, 3, 'ms')}")
-if prof.note:
+print(f"from the {rounds} rounds above (wall clock of the host):")
+print(f"  wall ms per decoded token:     {prof.wall_ms_per_token:.3f} ms "
+      f"(middle half of the rounds {decode.low:.3f}-{decode.high:.3f})")
+print(f"  prefill ({P}-token prompt), wall: {prefill_ms:.3f} ms "
+      f"(middle half of the rounds {prefill_rounds.low:.3f}-{prefill_rounds.high:.3f})")
+print("from the profile after the rounds (a short generation under torch.profiler):")
+print(f"  kernel launches per token:     {helpers.fmt(prof.launches_per_token, 0, 'launches')}")
+print(f"  GPU-busy ms per token:         {helpers.fmt(prof.gpu_busy_ms_per_token, 3, 'ms')}")
+if not isolated:
     print("note:", prof.note)
 
 # %%
+wall = prof.wall_ms_per_token
 if prof.gpu_busy_ms_per_token is None:
-    helpers.md(
-        f"Each decoded token took **{prof.wall_ms_per_token:.1f} wall ms** here. Without a GPU there "
-        "are no GPU kernels to count and no GPU-busy time to measure, so the split between work and waiting "
-        "is left to a GPU run. On the GPU this cell shows the number that drives the rest of the series: "
+    text = (
+        f"Each decoded token took **{wall:.1f} wall ms** here (CPU mode: PyTorch on the CPU, no Triton kernel in the original). Without a GPU "
+        "there are no GPU kernels to count and no GPU-busy time to measure, so the split between work and "
+        "waiting is left to a GPU run. On the GPU this cell shows the number that drives the rest of the series: "
         "how many kernels one token launches."
     )
 else:
-    busy, wall, launches = prof.gpu_busy_ms_per_token, prof.wall_ms_per_token, prof.launches_per_token
-    idle = prof.gpu_idle_fraction  # 1 - busy / wall, floored at 0 (the two come from separate runs)
-    helpers.md(
+    busy, launches = prof.gpu_busy_ms_per_token, prof.launches_per_token
+    idle = prof.gpu_idle_fraction  # 1 - busy / wall, floored at 0 (busy from the profile, wall from the rounds)
+    text = (
         f"Each decoded token took **{wall:.2f} wall ms**, during which the GPU was busy for "
         f"{'only ' if idle > 0.5 else ''}**{busy:.2f} GPU ms**: it sat idle **{100 * idle:.0f}%** of the time. "
         f"The model launched "
@@ -317,8 +333,21 @@ else:
            if idle > 0.5 else
            "So on this machine the GPU is busy most of the time: the kernels themselves, not launching "
            "them, set the pace, and extra bytes should cost more than extra launches.")
-        + f" The prefill, one pass over all {P} prompt tokens, took {prefill.prefill_ms:.1f} wall ms."
     )
+# tokens/s and wall ms per decoded token are two views of the same rounds, not two measurements:
+generation_ms = 1000 * n / tps_kv  # the median n-token generation, prefill included
+rebuilt_ms = prefill_ms + (n - 1) * wall  # the same generation, rebuilt from its two parts
+text += (
+    f" The prefill, one pass over all {P} prompt tokens, took {prefill_ms:.1f} wall ms.\n\n"
+    f"**One time per token.** The {tps_kv:.1f} tokens/s of the comparison above is not a second time per "
+    f"token: 1000 / {tps_kv:.1f} = {1000 / tps_kv:.2f} wall ms is the median {n}-token generation, "
+    f"{generation_ms:.1f} wall ms, spread over its {n} tokens, the prefill included. Rebuilt from the two parts "
+    f"above, {prefill_ms:.1f} ms of prefill + {n - 1} x {wall:.2f} ms of decoding = {rebuilt_ms:.1f} wall ms, "
+    f"{100 * (rebuilt_ms / generation_ms - 1):+.1f}% from that median (a median of sums is not the sum of "
+    f"medians, so the two need not match exactly). Leaving the prefill out, 1000 / {wall:.2f} = "
+    f"{1000 / wall:.1f} decoded tokens/s: the rate the weight-read floor below is set against."
+)
+helpers.md(text)
 
 # %% [markdown]
 # ### The weight-read floor
@@ -327,7 +356,7 @@ else:
 # matrix multiplications at batch size 1 use each weight exactly once. So the bytes of the weights divided
 # by the GPU's memory bandwidth is a hard floor on the time per token. An H200 reads about 4.8 TB/s, a T4
 # about 320 GB/s. `helpers.bandwidth` compares that floor with the measured decode rate: we give it the
-# decode tokens/s implied by the profile above, 1000 / (wall ms per decoded token), prefill excluded,
+# decoded tokens/s from above, 1000 / (wall ms per decoded token), prefill excluded,
 # so that the floor (per decoded token) is set against the time of a decoded token. The *floor fraction*
 # is the share of the hardware's best that the run achieved.
 
@@ -390,7 +419,8 @@ helpers.show(helpers.compare("baseline"))
 # - tokens/s is only comparable with greedy decoding, a fixed prompt and a fixed number of new tokens,
 #   after a warm-up; and two configurations only when they are measured in the same run, in interleaved
 #   rounds, against an A/A floor (the original against itself) that says how large the noise is.
-# - tokens/s includes the prefill; the time per token is the wall ms per decoded token from the profile.
+# - tokens/s includes the prefill; the time per token is the wall ms per decoded token, taken from the
+#   same rounds (each generation minus the one-token generation after it), prefill excluded.
 # - At batch size 1, a token is a long chain of small kernel launches (the profile above counted them).
 #   Compare launches, GPU-busy time and wall time before reading anything into tokens/s: they say whether
 #   a change will cost through extra bytes or through extra launches.

@@ -31,7 +31,7 @@
 # - **the bytes**: an addition of $n$ elements reads $2n$ and writes $n$ of them. The arithmetic (one
 #   addition per element) is negligible, so the speed of memory decides how long a large addition takes.
 #
-# Our kernel will not beat `torch.add`; it is not meant to. The point is to see *when* it loses, and why.
+# Our kernel is not meant to beat `torch.add`. The point is to see where the time goes, on which clock, and why.
 
 # %%
 # Setup: find the repository (or fetch it on a fresh Colab runtime), install what is missing.
@@ -56,6 +56,7 @@ colab_setup.prepare()
 
 # %%
 import inspect
+from collections import Counter
 
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -139,19 +140,47 @@ except ValueError as err:
 # ## How long does it take? A prediction first
 #
 # At the headline size, $2^{20}$ elements on a GPU in full mode, the addition moves $3 \times n$ elements
-# of 2 bytes each (fp16). The next cell computes the bytes and, where the GPU is known, the time the
-# memory system needs for them at its nominal bandwidth.
+# of 2 bytes each (fp16): it reads $x$ and $y$ and writes the output. Where those bytes come from matters.
+# Between the GPU's cores and its main memory (HBM on an H200, GDDR6 on a T4) sits the **L2 cache**, tens
+# of megabytes on an H200, a few on a T4. The GPU clock below replays the same call over and over on the
+# same three tensors; when they fit in L2 they are still there at the next call, and the main memory's
+# nominal bandwidth no longer bounds the time. So the prediction depends on one comparison: the working set
+# (3 x n x element size) against the L2 cache's size, which the next cell reads from the GPU.
 
 # %%
 n = SIZES.add_n
 element_bytes = torch.tensor([], dtype=DTYPE).element_size()
-moved = 3 * n * element_bytes  # read x, read y, write out
+L2_BYTES = torch.cuda.get_device_properties(0).L2_cache_size if helpers.HAS_GPU else None
 nominal = helpers.NOMINAL_GB_S.get(helpers.SLUG) if helpers.HAS_GPU else None
-print(f"n = {n:,} elements, {moved / 1e6:.2f} MB moved per call")
-if nominal:
-    print(f"at the nominal {nominal} GB/s this takes at least {moved / (nominal * 1e9) * 1e6:.3g} µs of GPU time")
+
+
+def working_set(size):
+    """Bytes one call moves: read x, read y, write out."""
+    return 3 * size * element_bytes
+
+
+def mb(nbytes) -> str:
+    """Bytes as megabytes for prose: '6.29 MB', '62.9 MB'."""
+    return f"{nbytes / 1e6:.3g} MB"
+
+
+def in_l2(size) -> bool:
+    """Whether the three tensors fit in the GPU's L2 cache together (never, in CPU mode)."""
+    return L2_BYTES is not None and working_set(size) <= L2_BYTES
+
+
+moved = working_set(n)
+print(f"n = {n:,} elements, {mb(moved)} moved per call")
+if L2_BYTES is None:
+    print("CPU mode: no GPU memory, no L2 cache, no bandwidth to compare with")
 else:
-    print("no GPU bandwidth to compare with in CPU mode")
+    print(f"L2 cache of this GPU: {mb(L2_BYTES)}: the working set {'fits in it' if in_l2(n) else 'exceeds it'}")
+    if nominal and not in_l2(n):
+        print(f"streamed from main memory at the nominal {nominal} GB/s, this takes at least "
+              f"{moved / (nominal * 1e9) * 1e6:.3g} µs of GPU time")
+    elif nominal:
+        print(f"replayed back to back, the call finds its tensors in L2: the main memory's nominal {nominal} GB/s "
+              f"({moved / (nominal * 1e9) * 1e6:.3g} µs for these bytes) is no floor for it")
 
 # %% [markdown]
 # ### Two clocks
@@ -166,8 +195,13 @@ else:
 #   each allows, and it has to wait for the GPU whenever the GPU falls behind, so this is the slower of
 #   the two: the launch price for a tiny kernel, the GPU time for a large one.
 #
-# `helpers.time_call(fn)` measures both, and counts the kernels one call launches (with `torch.profiler`);
-# every timing in this series goes through it, so two cells that time the same call never disagree.
+# A kernel of one or two microseconds is short enough for the GPU clock's own noise to matter, so one
+# timing of each is not a comparison. `helpers.compare_calls` times the two additions in rounds: every
+# round replays our kernel, `torch.add`, and `torch.add` *again*, in a shuffled order. The ratio of
+# `torch.add` to itself (an *A/A* test) is this clock's noise floor, measured in the same run; the
+# verdict (`helpers.verdict`, one rule for the whole series) calls a ratio "slower" or "faster" only when it
+# stands out of that floor. Host time comes from `helpers.host_ms_per_call`, and the kernels one call
+# launches from `helpers.launches_per_call` (`torch.profiler`).
 # (Triton's own tutorials use `triton.testing.do_bench`: it records a GPU event before and after each
 # call, with a cache-clearing kernel in between. The start event fires on the GPU as soon as the GPU gets
 # there, so if the host is still busy launching the kernel, that wait is counted: for a microsecond kernel
@@ -175,29 +209,59 @@ else:
 # In CPU mode there is a single clock, the interpreter's wall time: numpy doing the kernel's work.
 #
 # **The prediction.** Both kernels read and write the same bytes, so on the GPU clock they should take
-# about the same time, near the memory time above. On the host clock our kernel should cost more per
-# call: our launcher is Python (input checks, allocating the output, Triton's dispatch), and at this size
-# the launch, not the bytes, sets the pace of back-to-back calls.
+# about the same time. On the host clock our kernel should cost more per call: our launcher is Python
+# (input checks, allocating the output, Triton's dispatch), and at this size the launch, not the bytes,
+# sets the pace of back-to-back calls.
+#
+# We measure every size of this chapter's sweep now, in one loop, so that all the host times come from the
+# same stretch of the host's life; the headline size is one row of it, read here, and the sweep further
+# down reads the other rows. Nothing is timed twice.
 
 # %%
+OURS, TORCH = "Triton add", "torch.add"
+HOST_CLOCK = helpers.CLOCK_LABELS["host" if helpers.HAS_GPU else "interpreter"]
+
+
+def measure(size):
+    """Both additions at one size: GPU time against torch.add with its A/A floor (compare_calls), and host
+    time per call. In CPU mode the comparison's interpreter wall time is the only clock, so it is not
+    measured a second time."""
+    a = torch.randn(size, device=DEVICE, dtype=DTYPE)
+    b = torch.randn(size, device=DEVICE, dtype=DTYPE)
+    ours, theirs = (lambda: kernels.add(a, b)), (lambda: torch.add(a, b))
+    calls = helpers.compare_calls({OURS: ours}, theirs)
+    if helpers.HAS_GPU:
+        host = {OURS: helpers.host_ms_per_call(ours), TORCH: helpers.host_ms_per_call(theirs)}
+    else:
+        host = {OURS: calls.ms[OURS], TORCH: calls.ms[helpers.REFERENCE]}
+    return calls, host
+
+
+SWEEP = sorted(set(SIZES.add_sweep) | {n})  # the headline size is one of the sweep's points
+measured = {size: measure(size) for size in helpers.progress(SWEEP, desc="add, every size")}
+
 x = torch.randn(n, device=DEVICE, dtype=DTYPE)
 y = torch.randn(n, device=DEVICE, dtype=DTYPE)
-t_ours = helpers.time_call(lambda: kernels.add(x, y))
-t_torch = helpers.time_call(lambda: torch.add(x, y))
-gpu_ratio = t_ours.gpu_ms / t_torch.gpu_ms if helpers.HAS_GPU else None
-host_ratio = t_ours.host_ms / t_torch.host_ms
-gpu_verdict = helpers.verdict(gpu_ratio) if gpu_ratio is not None else None
-host_verdict = helpers.verdict(host_ratio)
+launches = {OURS: helpers.launches_per_call(lambda: kernels.add(x, y)),
+            TORCH: helpers.launches_per_call(lambda: torch.add(x, y)) if helpers.HAS_GPU else None}
+
+calls, host = measured[n]
+kernel_ms = {OURS: calls.ms[OURS], TORCH: calls.ms[helpers.REFERENCE]}  # GPU time (interpreter in CPU mode)
+gpu_ratio, floor, gpu_verdict = calls.ratios[OURS], calls.floor, calls.verdict(OURS)
+if helpers.HAS_GPU:
+    host_ratio = host[OURS] / host[TORCH]
+    host_verdict = helpers.verdict(host_ratio)
+else:  # one clock: the comparison's ratio is the host-time ratio too
+    host_ratio, host_verdict = gpu_ratio.median, gpu_verdict
 
 setting = f"{n} elements, {str(DTYPE)[6:]}"
-helpers.record("add.triton_ms", t_ours.gpu_ms, "ms", f"GPU time (CUDA-graph replay), {setting}; empty in CPU mode")
-helpers.record("add.torch_ms", t_torch.gpu_ms, "ms", f"GPU time (CUDA-graph replay), {setting}; empty in CPU mode")
-helpers.record("add.ratio", gpu_ratio, "x slower", "Triton / torch, GPU time (below 1: Triton faster); empty in CPU mode",
-               verdict=gpu_verdict.text if gpu_verdict else "")
-helpers.record("add.host_triton_ms", t_ours.host_ms, "ms", f"{t_ours.host_clock}, {setting}")
-helpers.record("add.host_torch_ms", t_torch.host_ms, "ms", f"{t_torch.host_clock}, {setting}")
-helpers.record("add.host_ratio", host_ratio, "x slower", f"Triton / torch, {t_ours.host_clock}",
-               verdict=host_verdict.text)
+calls.record(OURS, "add.ratio", f"Triton / torch.add, {setting} (below 1: Triton faster)")
+rounds_note = f"{calls.clock}, median of {calls.rounds} shuffled rounds, {setting}"
+helpers.record("add.triton_ms", kernel_ms[OURS], "ms", f"{OURS}, {rounds_note}")
+helpers.record("add.torch_ms", kernel_ms[TORCH], "ms", f"{TORCH}, {rounds_note}")
+helpers.record("add.host_triton_ms", host[OURS], "ms", f"{HOST_CLOCK}, {setting}")
+helpers.record("add.host_torch_ms", host[TORCH], "ms", f"{HOST_CLOCK}, {setting}")
+helpers.record("add.host_ratio", host_ratio, "x slower", f"Triton / torch, {HOST_CLOCK}", verdict=host_verdict.text)
 
 
 def us(ms):
@@ -206,14 +270,16 @@ def us(ms):
 
 
 helpers.show(pd.DataFrame([
-    {"version": name, "kernels per call": helpers.fmt(t.launches, 0), "GPU µs": helpers.fmt(us(t.gpu_ms), 2),
-     "host µs per call": helpers.fmt(us(t.host_ms), 2)}
-    for name, t in (("Triton add", t_ours), ("torch.add", t_torch))
+    {"version": version, "kernels per call": helpers.fmt(launches[version], 0),
+     "GPU µs": helpers.fmt(us(kernel_ms[version]) if helpers.HAS_GPU else None, 2),
+     ("host µs per call" if helpers.HAS_GPU else "interpreter µs per call"): round(us(host[version]), 2)}
+    for version in (OURS, TORCH)
 ]))
-print(f"GPU-time ratio (Triton / torch): {helpers.fmt(gpu_ratio, 2)}, "
-      f"verdict: {gpu_verdict.text if gpu_verdict else 'n/a (CPU)'}")
-print(f"host-time ratio (Triton / torch): {host_ratio:.2f}, verdict: {host_verdict.text}   "
-      f"[host clock: {t_ours.host_clock}]")
+print(f"{calls.clock}, ratio Triton / torch.add: median {gpu_ratio.median:.2f} of {calls.rounds} shuffled rounds "
+      f"(quartiles {gpu_ratio.low:.2f}-{gpu_ratio.high:.2f}); torch.add against itself {floor.median:.3f} "
+      f"({floor.low:.2f}-{floor.high:.2f}); verdict: {gpu_verdict.text}")
+if helpers.HAS_GPU:
+    print(f"{HOST_CLOCK}, ratio Triton / torch.add: {host_ratio:.2f}, verdict: {host_verdict.text}")
 print("kernels per call:", helpers.launch_note("call"))
 
 # %% [markdown]
@@ -261,27 +327,52 @@ def launch_bound(host, gpu) -> bool:
     return v.real and v.ratio > 1
 
 
-h_ours, h_torch = us(t_ours.host_ms), us(t_torch.host_ms)
+def bandwidth_reading(size, ms_ours, ms_torch) -> str:
+    """What the GB/s of one size say, given where its working set lives (L2 or main memory)."""
+    nbytes = working_set(size)
+    rates = gb_s(nbytes, ms_ours), gb_s(nbytes, ms_torch)
+    text = f"By GPU time that is {num(rates[0])} GB/s for ours and {num(rates[1])} GB/s for PyTorch's. "
+    if in_l2(size):
+        return text + (
+            f"The three tensors, {mb(nbytes)}, fit in this GPU's {mb(L2_BYTES)} L2 cache, and the "
+            "replayed call finds them there: these are the cache's rates, not the main memory's"
+            + (f" (the main memory's nominal {nominal} GB/s is " + ("below them" if max(rates) > nominal else
+                                                                    "no floor for them") + ")" if nominal else "")
+            + ". The sweep below compares with the main memory only where the working set outgrows L2. ")
+    if not nominal:
+        return text + "(This GPU's nominal bandwidth is unknown: add it to `helpers.NOMINAL_GB_S`.) "
+    floor_us = nbytes / (nominal * 1e9) * 1e6
+    text += (f"The working set, {mb(nbytes)}, exceeds the {mb(L2_BYTES)} L2 cache, so every call "
+             f"streams it from main memory: at the nominal {nominal} GB/s that takes {num(floor_us)} µs. ")
+    if max(rates) > nominal:
+        return text + ("At least one kernel beat that figure: part of the data still came from L2, or the "
+                       "datasheet's number is conservative, so no floor can be read from it here. ")
+    return text + (f"Ours took {1e3 * ms_ours / floor_us:.1f}x that time and PyTorch's "
+                   f"{1e3 * ms_torch / floor_us:.1f}x. ")
+
+
+h_ours, h_torch = us(host[OURS]), us(host[TORCH])
 prices_text = (f"An empty Triton launch costs {num(prices.triton_us)} µs and a one-element PyTorch op "
                f"{num(prices.torch_us)} µs on this host")
-if t_ours.gpu_ms is None:
+spread_text = (f"median of {calls.rounds} shuffled rounds, quartiles {gpu_ratio.low:.2f}-{gpu_ratio.high:.2f}; "
+               f"`torch.add` against itself {floor.median:.3f}")
+if not helpers.HAS_GPU:
     text = (f"In CPU mode there is no GPU clock. By the interpreter's wall time one call of our kernel took "
-            f"{num(h_ours)} µs and `torch.add` {num(h_torch)} µs: **{host_verdict.text}** (ratio "
-            f"{host_ratio:.2f}). That compares numpy interpreting our kernel with PyTorch's compiled CPU code, "
-            "so only the method carries over, not the ratio. " + prices_text + ": the first is the interpreter's "
-            "price, the second a CPU op's, and neither is a GPU launch. A GPU run measures the real prices, the "
-            "ones chapter 8 uses.")
+            f"{num(h_ours)} µs and `torch.add` {num(h_torch)} µs: **{gpu_verdict.text}** (ratio "
+            f"{gpu_ratio.median:.2f}, {spread_text}). That compares numpy interpreting our kernel with PyTorch's "
+            "compiled CPU code, so only the method carries over, not the ratio. " + prices_text + ": the first is "
+            "the interpreter's price, the second a CPU op's, and neither is a GPU launch. A GPU run measures the "
+            "real prices, the ones chapter 8 uses.")
 else:
-    g_ours, g_torch = us(t_ours.gpu_ms), us(t_torch.gpu_ms)
-    floor_us = moved / (nominal * 1e9) * 1e6 if nominal else None
+    g_ours, g_torch = us(kernel_ms[OURS]), us(kernel_ms[TORCH])
     text = (f"**GPU time.** At {n:,} elements our kernel ran for {num(g_ours)} µs and `torch.add` for "
-            f"{num(g_torch)} µs: **{gpu_verdict.text}** (ratio {gpu_ratio:.2f}), moving {num(gb_s(moved, t_ours.gpu_ms))} "
-            f"and {num(gb_s(moved, t_torch.gpu_ms))} GB/s. "
-            + (f"The memory floor for these bytes is {num(floor_us)} µs, so ours took {g_ours / floor_us:.1f}x the "
-               f"floor and PyTorch's {g_torch / floor_us:.1f}x. " if floor_us else "")
-            + ("Same bytes, same speed: on the GPU our kernel is as good as PyTorch's. " if not gpu_verdict.real else
-               "Same bytes, different GPU time: the two kernels split the work differently (block size, "
-               "programs per launch, how each program loads its block), and the GPU's own clock sees it. ")
+            f"{num(g_torch)} µs: ratio {gpu_ratio.median:.2f} ({spread_text}), **{gpu_verdict.text}**. "
+            + ("Same bytes, different GPU time: the two kernels split the work differently (block size, "
+               "programs per launch, how each program loads its block), and the GPU's own clock sees it. "
+               if gpu_verdict.real else
+               "Same bytes, and the same GPU time within this clock's noise: on the GPU our kernel is as good "
+               "as PyTorch's. ")
+            + bandwidth_reading(n, kernel_ms[OURS], kernel_ms[TORCH])
             + f"\n\n**Host time.** Called back to back, one call took {num(h_ours)} µs (ours) and {num(h_torch)} µs "
             f"(`torch.add`): **{host_verdict.text}** (ratio {host_ratio:.2f}). That is {h_ours / g_ours:.1f}x and "
             f"{h_torch / g_torch:.1f}x their GPU times. " + prices_text + ". "
@@ -307,12 +398,12 @@ blog_triton, blog_torch = helpers.blog("add.triton_ms"), helpers.blog("add.torch
 text = (f"The blog measured {1e3 * blog_triton:.0f} µs against {1e3 * blog_torch:.0f} µs on a T4 (`do_bench`, "
         f"host and GPU time mixed) and called it {BLOG_RATIO}x slower (its rounded times give "
         f"{blog_triton / blog_torch:.2f}x). ")
-if gpu_verdict is None:
+if not helpers.HAS_GPU:
     text += (f"In CPU mode your only clock is the interpreter's wall time ({num(h_ours)} µs against "
-             f"{num(h_torch)} µs, {host_verdict.text}): it compares Triton's interpreter with PyTorch's compiled "
+             f"{num(h_torch)} µs, {gpu_verdict.text}): it compares Triton's interpreter with PyTorch's compiled "
              "CPU code, so only the method carries over, not the ratio.")
 else:
-    clocks = {"GPU time": (gpu_ratio, gpu_verdict, us(t_ours.gpu_ms), us(t_torch.gpu_ms)),
+    clocks = {"GPU time": (gpu_ratio.median, gpu_verdict, us(kernel_ms[OURS]), us(kernel_ms[TORCH])),
               "host time per call": (host_ratio, host_verdict, h_ours, h_torch)}
     text += "Yours, at " + f"{n:,} elements on {helpers.env_info()['gpu']}: " + "; ".join(
         f"{clock} {num(a)} µs against {num(b)} µs, ratio {r:.2f} ({v.text})" for clock, (r, v, a, b) in clocks.items()
@@ -332,42 +423,48 @@ helpers.md(text)
 # %% [markdown]
 # ## A sweep over sizes
 #
-# One size tells little. We time both additions with `helpers.time_call`, the same function as above,
-# from a few thousand elements up to tens of millions (the sizes come from `helpers.SIZES`, smaller in
-# CPU mode); the headline size is not timed twice, its row is the measurement above. Two views of the
-# data: the time per call on both clocks, and the bandwidth achieved on the GPU clock, bytes moved divided
-# by GPU time.
+# One size tells little. The loop above measured both additions from a few thousand elements up to tens of
+# millions (the sizes come from `helpers.SIZES`, smaller in CPU mode), each size with its own shuffled rounds
+# and its own A/A floor; the headline row is the one read above. Two views of the data: the time per call on
+# both clocks, and the bandwidth achieved on the GPU clock, bytes moved divided by GPU time. The table also
+# says, for each size, whether the working set fits in the L2 cache.
 #
 # What we expect: for small vectors the bytes are negligible. The GPU time sits at a floor of its own
 # (even an almost empty kernel keeps the GPU busy for a moment), and the host time per call at the price
 # of a launch, far above it: the calls are **launch-bound**. For large vectors the time grows in
-# proportion to $n$ on both clocks, the host ends up waiting for the GPU, and the bandwidth levels off
-# near what the memory can deliver. Where the regimes meet depends on the GPU and on the host: the faster
-# the memory and the slower the host, the larger the vector must be before the bytes outweigh the launch.
+# proportion to $n$ on both clocks and the host ends up waiting for the GPU. The bandwidth climbs with the
+# size; while the working set fits in L2 it can exceed the main memory's nominal figure (the replayed call
+# reads from the cache), and only beyond L2 does it measure the main memory, levelling off near what that
+# can deliver. Where the regimes meet depends on the GPU and on the host: the faster the memory and the
+# slower the host, the larger the vector must be before the bytes outweigh the launch.
 
 # %%
-timed = {n: (t_ours, t_torch)}  # the headline measurement is the sweep's point at that size
 rows = []
-for size in helpers.progress(SIZES.add_sweep, desc="add sweep"):
-    if size not in timed:
-        a = torch.randn(size, device=DEVICE, dtype=DTYPE)
-        b = torch.randn(size, device=DEVICE, dtype=DTYPE)
-        timed[size] = (helpers.time_call(lambda: kernels.add(a, b)), helpers.time_call(lambda: torch.add(a, b)))
-    ours, theirs = timed[size]
-    nbytes = 3 * size * element_bytes
-    ratio = ours.gpu_ms / theirs.gpu_ms if helpers.HAS_GPU else None
-    rows.append({"n": size, "MB_moved": nbytes / 1e6,
-                 "triton_gpu_us": us(ours.gpu_ms), "torch_gpu_us": us(theirs.gpu_ms),
-                 "gpu_ratio": ratio, "gpu_verdict": helpers.verdict(ratio).text if ratio is not None else None,
-                 "triton_host_us": us(ours.host_ms), "torch_host_us": us(theirs.host_ms),
-                 "host_ratio": ours.host_ms / theirs.host_ms,
-                 "triton_GB_s": gb_s(nbytes, ours.gpu_ms) if helpers.HAS_GPU else None,
-                 "torch_GB_s": gb_s(nbytes, theirs.gpu_ms) if helpers.HAS_GPU else None})
+for size, (c, h) in measured.items():
+    r, nbytes = c.ratios[OURS], working_set(size)
+    row = {"n": size, "MB_moved": nbytes / 1e6}
+    if helpers.HAS_GPU:
+        row.update({"fits_L2": in_l2(size),
+                    "triton_gpu_us": us(c.ms[OURS]), "torch_gpu_us": us(c.ms[helpers.REFERENCE]),
+                    "gpu_ratio": r.median, "gpu_quartiles": f"{r.low:.2f}-{r.high:.2f}",
+                    "gpu_floor": c.floor.median, "gpu_verdict": c.verdict(OURS).text,
+                    "triton_host_us": us(h[OURS]), "torch_host_us": us(h[TORCH]), "host_ratio": h[OURS] / h[TORCH],
+                    "triton_GB_s": gb_s(nbytes, c.ms[OURS]), "torch_GB_s": gb_s(nbytes, c.ms[helpers.REFERENCE])})
+    else:  # one clock, the interpreter's: the comparison's medians, its ratio and its floor
+        row.update({"triton_host_us": us(h[OURS]), "torch_host_us": us(h[TORCH]), "host_ratio": r.median,
+                    "quartiles": f"{r.low:.2f}-{r.high:.2f}", "floor": c.floor.median,
+                    "verdict": c.verdict(OURS).text})
+    rows.append(row)
 sweep = pd.DataFrame(rows)
 helpers.save_sweep(sweep, "add_sweep")
 helpers.show(sweep.apply(lambda column: column.map(lambda v: helpers.fmt(v, 3) if v is None or isinstance(v, float)
                                                    else v)))
-print("GPU = GPU time (CUDA-graph replay); host = " + t_ours.host_clock + "; GB/s from GPU time")
+if helpers.HAS_GPU:
+    print(f"GPU = {helpers.CLOCK_LABELS['gpu']}, medians of {calls.rounds} shuffled rounds (floor: torch.add against "
+          f"itself); host = {HOST_CLOCK}; GB/s from GPU time; fits_L2: 3 x n x {element_bytes} bytes <= "
+          f"{mb(L2_BYTES)}")
+else:
+    print(f"host = {HOST_CLOCK}: medians of {calls.rounds} shuffled rounds (floor: torch.add against itself)")
 
 # %%
 fig, (ax_t, ax_bw) = plt.subplots(1, 2, figsize=(12, 4.5))
@@ -385,16 +482,21 @@ ax_t.set(xscale="log", yscale="log", xlabel=xlabel, ylabel="µs per call (solid:
          title="Where does the launch give way to the bytes?")
 ax_bw.set(xscale="log", xlabel=xlabel, title="How close to the memory's speed does the GPU get?")
 if helpers.HAS_GPU:
+    l2_edge = L2_BYTES / (3 * element_bytes)  # the largest n whose working set fits in L2
+    for ax in (ax_t, ax_bw):
+        ax.axvspan(sweep["n"].min() / 1.5, min(l2_edge, sweep["n"].max() * 1.5), color="grey", alpha=0.12,
+                   label=f"working set fits in L2 ({mb(L2_BYTES)})")
     ax_bw.set(yscale="log", ylabel="achieved bandwidth, GB/s (bytes moved / GPU time)")
     if nominal:
-        ax_bw.axhline(nominal, color="grey", ls="--", label=f"nominal {nominal} GB/s")
+        ax_bw.axhline(nominal, color="grey", ls="--", label=f"nominal main-memory bandwidth, {nominal} GB/s")
         ax_bw.set_ylim(top=1.6 * max(nominal, sweep[["triton_GB_s", "torch_GB_s"]].max().max()))
-    ax_bw.legend()
+    ax_bw.legend(fontsize=8)
 else:
     ax_bw.text(0.5, 0.5, "no GPU time in CPU mode:\nno bandwidth to plot", ha="center", va="center",
                transform=ax_bw.transAxes)
     ax_bw.set_axis_off()
 for ax in ((ax_t, ax_bw) if helpers.HAS_GPU else (ax_t,)):
+    ax.set_xlim(sweep["n"].min() / 1.5, sweep["n"].max() * 1.5)
     helpers.plain_log_ticks(ax, "x", sweep["n"], [helpers.count_label(v) for v in sweep["n"]])
     helpers.plain_log_ticks(ax, "y")
     ax.grid(True, which="both", alpha=0.3)
@@ -419,31 +521,70 @@ def size_list(sizes) -> str:
     return (", ".join(helpers.count_label(s) for s in sizes) + " elements") if sizes else "no size"
 
 
+def memory_reading(sweep) -> str:
+    """The bandwidth paragraph: inside L2 the cache's rates, beyond it the main memory's, against its nominal."""
+    inside, beyond = sweep[sweep["fits_L2"]], sweep[~sweep["fits_L2"]]
+    best = sweep[["triton_GB_s", "torch_GB_s"]].max(axis=1)
+    text = f"**Bandwidth.** This GPU's L2 cache holds {mb(L2_BYTES)}. The working set (3 x n x {element_bytes} bytes) "
+    text += (f"fits in it at {size_list(inside['n'])}: there the replayed call reads its tensors from the cache, "
+             "and the rates are the cache's. " if len(inside) else "outgrows it at every size of the sweep. ")
+    if nominal:
+        above = sweep.loc[sweep["fits_L2"] & (best > nominal), "n"]
+        if len(above):
+            text += (f"At {size_list(above)} they even exceed the main memory's nominal {nominal} GB/s, which a "
+                     "kernel streaming from main memory could not. ")
+    if not len(beyond):
+        return text + ("No size of this sweep outgrows L2, so none of them measures the main memory: larger "
+                       "vectors would be needed to compare with its nominal bandwidth.")
+    big = beyond.iloc[-1]
+    text += (f"Beyond L2, at {size_list(beyond['n'])}, every call streams its tensors from main memory. At the "
+             f"largest size our kernel moved {big['triton_GB_s']:.0f} GB/s and PyTorch's {big['torch_GB_s']:.0f} GB/s")
+    if not nominal:
+        return text + " (this GPU's nominal bandwidth is unknown: add it to `helpers.NOMINAL_GB_S`)."
+    shares = 100 * big["triton_GB_s"] / nominal, 100 * big["torch_GB_s"] / nominal
+    text += f", {shares[0]:.0f}% and {shares[1]:.0f}% of the nominal {nominal} GB/s: "
+    if max(shares) > 100:
+        return text + ("above the datasheet's figure, so it is no ceiling on this GPU; read the two against each "
+                       "other, not against it.")
+    return text + ("both are close to what the memory can give, so there is little left to lose or win."
+                   if min(shares) > 50 else
+                   "PyTorch's is close to what the memory can give, ours is not yet." if shares[1] > 50 else
+                   "ours is close to what the memory can give, PyTorch's is not yet." if shares[0] > 50 else
+                   "both are still well below the memory's limit, so larger sizes might keep climbing.")
+
+
 first, last = sweep.iloc[0], sweep.iloc[-1]
 size_growth = last["n"] / first["n"]
 if not helpers.HAS_GPU:
     text = (f"From the smallest to the largest vector the data grew **{size_growth:,.0f}x** while the "
-            f"interpreter's time per call of our kernel grew **{num(last['triton_host_us'] / first['triton_host_us'])}x**. "
-            "In CPU mode there is no GPU time, so no launch-bound region and no bandwidth: the interpreter's "
-            "time is numpy's, not a GPU's. Read the shape of the curves on a GPU run.")
+            f"interpreter's time per call of our kernel grew "
+            f"**{num(last['triton_host_us'] / first['triton_host_us'])}x**; "
+            "read against each size's own A/A floor, ours was "
+            + ", ".join(f"{verdict_word} at {count} of the {len(sweep)} sizes" for verdict_word, count in
+                        Counter(v if v == "within noise" else v.split(" ")[-1] for v in sweep["verdict"]).items())
+            + " against `torch.add`. In CPU mode there is no GPU time, so no launch-bound region and no bandwidth: the "
+            "interpreter's time is numpy's, not a GPU's. Read the shape of the curves on a GPU run.")
 else:
     verdicts = sweep["gpu_verdict"]
     noise_sizes = sweep.loc[verdicts == "within noise", "n"]
     slower = sweep.loc[sweep["gpu_ratio"].gt(1) & (verdicts != "within noise"), "n"]
     faster = sweep.loc[sweep["gpu_ratio"].lt(1) & (verdicts != "within noise"), "n"]
-    text = (f"**GPU time.** At {len(noise_sizes)} of the {len(sweep)} sizes the two kernels are within noise of "
-            f"each other on the GPU clock"
+    text = (f"**GPU time.** Each size's ratio is the median of {calls.rounds} shuffled rounds, read against "
+            f"`torch.add`'s own A/A floor at that size. At {len(noise_sizes)} of the {len(sweep)} sizes the two "
+            f"kernels are within noise of each other on the GPU clock"
             + (f"; ours is slower at {size_list(slower)}" if len(slower) else "")
             + (f"; ours is faster at {size_list(faster)}" if len(faster) else "")
             + f" (GPU-time ratios from {sweep['gpu_ratio'].min():.2f} to {sweep['gpu_ratio'].max():.2f}). "
             f"From the smallest to the largest vector the data grew {size_growth:,.0f}x while our kernel's GPU "
-            f"time grew {num(last['triton_gpu_us'] / first['triton_gpu_us'])}x: at {helpers.count_label(first['n'])} "
-            f"elements it ran for {first['triton_gpu_us']:.2f} µs"
-            + (f", while its {first['MB_moved'] * 1e3:.0f} KB need {first['MB_moved'] * 1e6 / (nominal * 1e3):.3f} µs "
-               "at the nominal bandwidth: that time is the GPU's fixed cost of running a kernel at all, not the "
-               "bytes. " if nominal else ". ")
-            + "\n\n")
+            f"time grew {num(last['triton_gpu_us'] / first['triton_gpu_us'])}x. ")
+    rate = last["triton_GB_s"]  # the rate our kernel reached on the largest vector
+    bytes_us = first["MB_moved"] * 1e6 / (rate * 1e9) * 1e6
+    text += (f"At {helpers.count_label(first['n'])} elements it ran for {first['triton_gpu_us']:.2f} µs; at the "
+             f"{num(rate)} GB/s it reached on the largest vector, its {first['MB_moved'] * 1e3:.0f} KB would take "
+             f"{bytes_us:.3f} µs, so {100 * (1 - bytes_us / first['triton_gpu_us']):.0f}% of that time is the GPU's "
+             "fixed cost of running a kernel at all, not the bytes.\n\n")
     bound_ours, bound_torch = launch_bound_sizes(sweep, "triton"), launch_bound_sizes(sweep, "torch")
+    bound_host = sweep.loc[sweep["n"].isin(bound_ours), "triton_host_us"]
     text += (f"**Host time.** The host time per call exceeds the GPU time beyond noise at {size_list(bound_ours)} "
              f"for ours and at {size_list(bound_torch)} for `torch.add`: there the calls are launch-bound, and "
              "what the host time measures is the launch (Python, dispatch, driver), not the bytes (compare the launch prices: "
@@ -453,27 +594,19 @@ else:
                 "host waits for the GPU. "
                 if len(bound_ours) < len(sweep) or len(bound_torch) < len(sweep) else
                 "At no size here does the GPU time overtake it: larger vectors would be needed. ")
-             + "The host-time ratio (ours over PyTorch's) ranges from "
-             f"{sweep['host_ratio'].min():.2f} to {sweep['host_ratio'].max():.2f}.\n\n")
-    if nominal:
-        text += (f"**Bandwidth.** At the largest size, by GPU time, our kernel moved {last['triton_GB_s']:.0f} GB/s "
-                 f"and PyTorch's {last['torch_GB_s']:.0f} GB/s, {100 * last['triton_GB_s'] / nominal:.0f}% "
-                 f"and {100 * last['torch_GB_s'] / nominal:.0f}% of the nominal {nominal} GB/s: "
-                 + ("both are close to what the memory can give, so there is little left to lose or win."
-                    if min(last["torch_GB_s"], last["triton_GB_s"]) > 0.5 * nominal else
-                    "PyTorch's is close to what the memory can give, ours is not yet."
-                    if last["torch_GB_s"] > 0.5 * nominal else
-                    "ours is close to what the memory can give, PyTorch's is not yet."
-                    if last["triton_GB_s"] > 0.5 * nominal else
-                    "both are still well below the memory's limit, so larger sizes might keep climbing."))
+             + "Over the launch-bound sizes, one call of ours cost the host "
+             + (f"{bound_host.min():.1f} to {bound_host.max():.1f} µs; " if bound_ours else "(none); ")
+             + "the host-time ratio (ours over PyTorch's) ranges from "
+             f"{sweep['host_ratio'].min():.2f} to {sweep['host_ratio'].max():.2f} across the sweep.\n\n")
+    text += memory_reading(sweep)
 helpers.md(text)
 
 # %% [markdown]
 # ## Your numbers beside the blog's
 #
 # The blog's column is its T4 run (`do_bench`: host and GPU time mixed), the `h200` column the committed
-# run of this series. `add.triton_ms`, `add.torch_ms` and `add.ratio` are GPU time here; the `host_` rows
-# are host time per call.
+# run of this series. `add.triton_ms`, `add.torch_ms` and `add.ratio` are GPU time here (interpreter wall
+# time in CPU mode), `add.ratio` with the quartiles of its rounds; the `host_` rows are host time per call.
 
 # %%
 helpers.show(helpers.compare("add."))
@@ -484,11 +617,15 @@ helpers.show(helpers.compare("add."))
 # - A Triton kernel is written for one program; the grid of programs covers the data, and a mask protects
 #   the ragged last block.
 # - Check first, on fresh random data of an awkward size; time second, and name the clock: GPU time says
-#   what the kernel costs the GPU, host time per call what it costs to launch it back to back.
+#   what the kernel costs the GPU, host time per call what it costs to launch it back to back. A
+#   microsecond kernel's GPU time is compared in shuffled rounds against the reference's own A/A floor,
+#   never from one timing of each.
 # - Small kernels are priced by their launch, large ones by their bytes. The GPU clock compares the work
 #   of two kernels; the host clock adds what launching them costs, and there our Python launcher pays
 #   its launch price on every call. A model generating one token at a time lives mostly in the
 #   launch-bound regime, so the launch prices measured here are the cost to watch.
+# - A replayed call whose working set fits in the L2 cache reads it from there: compare achieved bandwidth
+#   with the main memory's nominal figure only where the working set outgrows L2.
 #
 # Next, in chapter 3, we write a kernel the model actually uses, RMSNorm, and then make it worse on
 # purpose by splitting it in two.

@@ -65,6 +65,7 @@ colab_setup.prepare()
 
 # %%
 import inspect
+import statistics
 
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -149,11 +150,17 @@ helpers.md(
 # the model shape above, and the **decode shape**, one row, which is what every projection sees when the
 # model generates one token at a time.
 #
-# Every call in this chapter is timed by one function, `helpers.time_call`, on two clocks: **GPU time**
-# (the call replayed in a CUDA graph: the kernel's own work, the host out of the loop) and **host time per
-# call** (calls back to back, synchronised: what one call costs the Python program that makes it). Each
-# pair of tile and shape is timed once; the tables, the sweep, its figure and the explorer below all read
-# that one measurement. In CPU mode there is only the interpreter's wall time.
+# A kernel timing has to name its clock, and this chapter uses two:
+#
+# - **GPU time** (`helpers.compare_calls`): each call is replayed in a CUDA graph, so the host is out of
+#   the loop, in shuffled rounds against PyTorch's call and PyTorch's call against itself. That A/A pair is
+#   the noise floor of the comparison: a kernel of a few microseconds moves from one replay to the next, and
+#   a ratio that does not stand out of that floor is "within noise". At the decode shape the same rounds
+#   time every tile of the sweep below, so the default tile is timed once and every later cell reads it.
+# - **host time per call** (`helpers.host_ms_per_call`): calls back to back, synchronised; what one call
+#   costs the Python program that makes it, launch included.
+#
+# In CPU mode there is one clock, the interpreter's wall time, and the rounds run on it.
 #
 # For each shape we also compute the work (FLOPs, $2MNK$) and the minimum bytes (read $A$ and $B$ once,
 # write $C$ once), on the GPU clock. At one row the weight alone is almost all the bytes and the
@@ -161,30 +168,18 @@ helpers.md(
 # possible.
 
 # %%
-CLOCK = "GPU" if helpers.HAS_GPU else "interpreter"  # the clock the ratios are read on
-_timed = {}  # (who, shape, tile name) -> helpers.KernelTime, measured on first use, read by every later cell
+CLOCK = helpers.CLOCK_LABELS["gpu" if helpers.HAS_GPU else "interpreter"]  # the clock of every kernel ratio
+SHORT = "GPU" if helpers.HAS_GPU else "interpreter"  # the same clock, in column names
+HOST = "host" if helpers.HAS_GPU else "interpreter"
+DEFAULT = kernels.DEFAULT_TILE.name
+model_shape, decode_shape = SIZES.matmul_shape, SIZES.matmul_decode_shape
 
 
-def timed(who, shape, tile=kernels.DEFAULT_TILE):
-    """PyTorch's ``a @ w.t()`` (who="torch") or our kernel with ``tile`` (who="triton") on a[M, K] @ w[N, K].T,
-    through helpers.time_call (GPU and host clocks)."""
-    key = (who, tuple(shape), tile.name if who == "triton" else None)
-    if key not in _timed:
-        a, w = make_operands(shape)
-        call = (lambda: a @ w.t()) if who == "torch" else (lambda: kernels.matmul(a, w.t(), **tile.kwargs()))
-        _timed[key] = helpers.time_call(call)
-    return _timed[key]
-
-
-def ms(who, shape, tile=kernels.DEFAULT_TILE):
-    """The clock for ratios: GPU time on a GPU, the interpreter's wall time in CPU mode."""
-    t = timed(who, shape, tile)
-    return t.gpu_ms if helpers.HAS_GPU else t.host_ms
-
-
-def against(v, other):
-    """A verdict in a sentence: '7.31x slower than PyTorch', or 'within noise of PyTorch'."""
-    return f"{v.text} than {other}" if v.real else f"within noise of {other}"
+def calls_at(shape, tiles):
+    """PyTorch's ``a @ w.t()`` and our kernel with each tile, on one pair of fresh operands of ``shape``."""
+    a, w = make_operands(shape)
+    ours = {t.name: (lambda t=t: kernels.matmul(a, w.t(), **t.kwargs())) for t in tiles}
+    return (lambda: a @ w.t()), ours
 
 
 def work(shape):
@@ -192,67 +187,89 @@ def work(shape):
     return 2 * M * N * K, (M * K + K * N + M * N) * E  # FLOPs, minimum bytes
 
 
-def per_s(amount, gpu_ms):
-    return None if gpu_ms is None else amount / (gpu_ms * 1e-3)
+def per_s(amount, ms):
+    return amount / (ms * 1e-3) if helpers.HAS_GPU else None
 
 
-SHAPES = {"model shape": SIZES.matmul_shape, "decode shape": SIZES.matmul_decode_shape}
+def against(v, other):
+    """A verdict in a sentence: '2.72x slower than PyTorch', or 'within noise of PyTorch'."""
+    return f"{v.text} than {other}" if v.real else f"within noise of {other}"
+
+
+torch_model, ours_model = calls_at(model_shape, [kernels.DEFAULT_TILE])
+torch_decode, ours_decode = calls_at(decode_shape, kernels.TILE_CONFIGS.values())
+# One measurement per shape on the GPU clock: shuffled rounds, PyTorch as the reference and its A/A floor.
+at = {"model shape": helpers.compare_calls(ours_model, torch_model),
+      "decode shape": helpers.compare_calls(ours_decode, torch_decode)}  # every tile: the sweep reads it too
+calls = {"model shape": (torch_model, ours_model[DEFAULT]), "decode shape": (torch_decode, ours_decode[DEFAULT])}
+# The host clock, once per call (in CPU mode the interpreter's time above is the only clock: reused, not re-timed).
+host_ms, launches = {}, {}
+for label, (torch_call, our_call) in calls.items():
+    for who, fn, name in (("torch", torch_call, helpers.REFERENCE), ("triton", our_call, DEFAULT)):
+        host_ms[label, who] = helpers.host_ms_per_call(fn) if helpers.HAS_GPU else at[label].ms[name]
+        launches[label, who] = helpers.launches_per_call(fn)
+
 rows = []
-for label, shape in SHAPES.items():
-    t_torch, t_ours = timed("torch", shape), timed("triton", shape)
-    flops, nbytes = work(shape)
-    rows.append({"shape": label, "M x K x N": " x ".join(map(str, shape)),
-                 "PyTorch GPU ms": t_torch.gpu_ms, "Triton GPU ms": t_ours.gpu_ms,
-                 f"Triton / PyTorch ({CLOCK})": ms("triton", shape) / ms("torch", shape),
-                 f"PyTorch {'host' if helpers.HAS_GPU else 'interpreter'} ms": t_torch.host_ms,
-                 f"Triton {'host' if helpers.HAS_GPU else 'interpreter'} ms": t_ours.host_ms,
-                 "kernels per call (PyTorch, Triton)": f"{helpers.fmt(t_torch.launches if helpers.HAS_GPU else None, 0)}, "
-                                                       f"{t_ours.launches:.0f}",
-                 "PyTorch TFLOP/s": per_s(flops / 1e12, t_torch.gpu_ms),
-                 "Triton TFLOP/s": per_s(flops / 1e12, t_ours.gpu_ms),
-                 "PyTorch GB/s": per_s(nbytes / 1e9, t_torch.gpu_ms),
-                 "Triton GB/s": per_s(nbytes / 1e9, t_ours.gpu_ms)})
+for label, shape in (("model shape", model_shape), ("decode shape", decode_shape)):
+    cc, (flops, nbytes) = at[label], work(shape)
+    t_torch, t_ours, r = cc.ms[helpers.REFERENCE], cc.ms[DEFAULT], cc.ratios[DEFAULT]
+    row = {"shape": label, "M x K x N": " x ".join(map(str, shape)),
+           f"PyTorch {SHORT} ms": t_torch, f"Triton {SHORT} ms": t_ours,
+           "Triton / PyTorch (median)": r.median, "quartiles": f"{r.low:.2f}-{r.high:.2f}",
+           "A/A floor": round(cc.floor.median, 3), "verdict": cc.verdict(DEFAULT).text}
+    if helpers.HAS_GPU:
+        row.update({"PyTorch host ms per call": host_ms[label, "torch"],
+                    "Triton host ms per call": host_ms[label, "triton"]})
+    torch_launches = launches[label, "torch"] if helpers.HAS_GPU else None  # CPU mode counts only our kernels
+    row["kernels per call (PyTorch, Triton)"] = f"{helpers.fmt(torch_launches, 0)}, {launches[label, 'triton']:.0f}"
+    row.update({"PyTorch TFLOP/s": per_s(flops / 1e12, t_torch), "Triton TFLOP/s": per_s(flops / 1e12, t_ours),
+                "PyTorch GB/s": per_s(nbytes / 1e9, t_torch), "Triton GB/s": per_s(nbytes / 1e9, t_ours)})
+    rows.append(row)
 timings = pd.DataFrame(rows).set_index("shape")
-model_shape, decode_shape = SIZES.matmul_shape, SIZES.matmul_decode_shape
-
-helpers.record("matmul.torch_ms", timed("torch", model_shape).gpu_ms, "ms",
-               f"torch a @ w.t(), {model_shape}, GPU time")
-helpers.record("matmul.triton_ms", timed("triton", model_shape).gpu_ms, "ms",
-               f"Triton matmul, {model_shape}, tile {kernels.DEFAULT_TILE.name}, GPU time")
-helpers.record("matmul.decode_torch_ms", timed("torch", decode_shape).gpu_ms, "ms",
-               f"torch a @ w.t(), {decode_shape}, GPU time")
-helpers.record("matmul.decode_triton_ms", timed("triton", decode_shape).gpu_ms, "ms",
-               f"Triton matmul, {decode_shape}, tile {kernels.DEFAULT_TILE.name}, GPU time")
-helpers.record("matmul.host_decode_torch_ms", timed("torch", decode_shape).host_ms, "ms",
-               f"torch a @ w.t(), {decode_shape}, {timed('torch', decode_shape).host_clock}")
-helpers.record("matmul.host_decode_triton_ms", timed("triton", decode_shape).host_ms, "ms",
-               f"Triton matmul, {decode_shape}, tile {kernels.DEFAULT_TILE.name}, "
-               f"{timed('triton', decode_shape).host_clock}")
+print(f"{SHORT} ms: {CLOCK}, medians of {at['model shape'].rounds} shuffled rounds (helpers.compare_calls)"
+      + (f"; host ms per call: {helpers.CLOCK_LABELS['host']}" if helpers.HAS_GPU else ""))
 helpers.show(timings.round(4).fillna("n/a (CPU)"))
 
+rounds_note = f"{CLOCK}, median of {at['model shape'].rounds} shuffled rounds (compare_calls)"
+helpers.record("matmul.torch_ms", at["model shape"].ms[helpers.REFERENCE], "ms",
+               f"torch a @ w.t(), {model_shape}; {rounds_note}")
+helpers.record("matmul.triton_ms", at["model shape"].ms[DEFAULT], "ms",
+               f"Triton matmul, {model_shape}, tile {DEFAULT}; {rounds_note}; same rounds as matmul.torch_ms")
+helpers.record("matmul.decode_torch_ms", at["decode shape"].ms[helpers.REFERENCE], "ms",
+               f"torch a @ w.t(), {decode_shape}; {rounds_note}")
+helpers.record("matmul.decode_triton_ms", at["decode shape"].ms[DEFAULT], "ms",
+               f"Triton matmul, {decode_shape}, tile {DEFAULT}; {rounds_note}; same rounds as matmul.decode_torch_ms")
+host_note = (helpers.CLOCK_LABELS["host"] if helpers.HAS_GPU else
+             f"{CLOCK}: the same measurement as the decode_*_ms ids (CPU mode has one clock)")
+helpers.record("matmul.host_decode_torch_ms", host_ms["decode shape", "torch"], "ms",
+               f"torch a @ w.t(), {decode_shape}; {host_note}")
+helpers.record("matmul.host_decode_triton_ms", host_ms["decode shape", "triton"], "ms",
+               f"Triton matmul, {decode_shape}, tile {DEFAULT}; {host_note}")
+
 # %%
-model_v = helpers.verdict(ms("triton", model_shape) / ms("torch", model_shape))
-decode_v = helpers.verdict(ms("triton", decode_shape) / ms("torch", decode_shape))
-host_v = helpers.verdict(timed("triton", decode_shape).host_ms / timed("torch", decode_shape).host_ms)
+model_v, decode_v = at["model shape"].verdict(DEFAULT), at["decode shape"].verdict(DEFAULT)
 B = helpers.blog  # the blog's T4 figures, by result id
+gpu_ms = {label: (at[label].ms[DEFAULT], at[label].ms[helpers.REFERENCE]) for label in at}
 text = (
-    f"On the {CLOCK} clock, at the model shape our kernel took **{ms('triton', model_shape):.4f} ms** against "
-    f"PyTorch's **{ms('torch', model_shape):.4f} ms**: {against(model_v, 'PyTorch')}. At the decode shape, "
-    f"{ms('triton', decode_shape):.4f} against {ms('torch', decode_shape):.4f} {CLOCK} ms: "
-    f"{against(decode_v, 'PyTorch')}"
+    f"On the {SHORT} clock, at the model shape our kernel took **{gpu_ms['model shape'][0]:.4f} ms** against "
+    f"PyTorch's **{gpu_ms['model shape'][1]:.4f} ms**; round by round, **{against(model_v, 'PyTorch')}** "
+    f"(A/A floor {at['model shape'].floor.median:.3f}). At the decode shape, {gpu_ms['decode shape'][0]:.4f} "
+    f"against {gpu_ms['decode shape'][1]:.4f} {SHORT} ms: **{against(decode_v, 'PyTorch')}** "
+    f"(A/A floor {at['decode shape'].floor.median:.3f})"
 )
 if helpers.HAS_GPU:
+    host_v = helpers.verdict(host_ms["decode shape", "triton"] / host_ms["decode shape", "torch"])
     text += (f", with our kernel reading the weights at {timings.loc['decode shape', 'Triton GB/s']:.3g} GB/s "
              f"against PyTorch's {timings.loc['decode shape', 'PyTorch GB/s']:.3g} GB/s. On the host clock, one "
-             f"decode-shape call cost {1e3 * timed('triton', decode_shape).host_ms:.1f} µs through our launcher "
-             f"against {1e3 * timed('torch', decode_shape).host_ms:.1f} µs for PyTorch's: "
-             f"{against(host_v, 'PyTorch')}. ")
+             f"decode-shape call cost {1e3 * host_ms['decode shape', 'triton']:.1f} µs of host time through our "
+             f"launcher against {1e3 * host_ms['decode shape', 'torch']:.1f} µs for PyTorch's: "
+             f"{against(host_v, 'PyTorch')}, for {launches['decode shape', 'triton']:.0f} kernel per call each. ")
 else:
     text += (". (In CPU mode that compares the Triton interpreter with PyTorch's compiled CPU code: read the "
              "method, not the numbers.) ")
 text += (
     f"The blog measured {B('matmul.triton_ms')} ms against PyTorch's {B('matmul.torch_ms')} ms "
-    f"({B('matmul.triton_ms') / B('matmul.torch_ms'):.2f}x slower) at a 'model-shaped input' on a T4, with "
+    f"({helpers.versus(B('matmul.triton_ms'), B('matmul.torch_ms'))}) at a 'model-shaped input' on a T4, with "
     "64 x 64 tiles and BLOCK_K 32, the default tile here; it timed with `triton.testing.do_bench`, whose "
     "clock mixes host and GPU time for calls this short."
 )
@@ -265,10 +282,12 @@ helpers.md(text)
 # the masks make those rows load zeros instead of memory, so they cost no bytes, but `tl.dot` still
 # multiplies them, and the accumulator still holds them. Only $1/64$ of the arithmetic is useful.
 #
-# The sweep below times every configuration of `kernels.TILE_CONFIGS` (the project's one list, all of
-# them safe on a T4) at the decode shape, on the GPU clock (the default tile's line is the decode timing
-# above, not a second measurement). For each it also lists how many programs the grid has and what
-# fraction of the computed outputs is real. Two things could matter:
+# The table below reads the decode-shape rounds above, in which every configuration of
+# `kernels.TILE_CONFIGS` (the project's one list, all of them safe on a T4) was timed against PyTorch on the
+# GPU clock. A tile is compared with the default tile round by round (both against the same PyTorch call in
+# the same round), and the verdict holds that ratio against the run's A/A floor. For each tile the table also
+# lists how many programs the grid has and what fraction of the computed outputs is real. Two things could
+# matter:
 #
 # - **wasted arithmetic** grows with `BLOCK_M`: if the GPU's arithmetic is slow (a T4 running Triton's
 #   `tl.dot` without tensor cores), tall tiles should be slower;
@@ -276,56 +295,81 @@ helpers.md(text)
 #   and a GPU with more multiprocessors than programs leaves some idle while the weights are read.
 
 # %%
-MS_COL = f"{CLOCK} ms"
+sweep = at["decode shape"]
+floor_decode = sweep.floor
+MS_COL = f"{SHORT} ms"
 
 
-def tile_row(tile, shape):
-    """One line of the tile table: the tile, its grid, and its timing (from timed: measured once)."""
+def per_round(top, bottom):
+    """Ratio of two tiles' times, round by round: each was divided by the same PyTorch call in its round."""
+    return helpers.Ratio.of([t / b for t, b in zip(sweep.ratios[top].values, sweep.ratios[bottom].values)])
+
+
+def tile_row(tile, shape=decode_shape):
+    """One line of the tile table: the tile, its grid, and its timing (read from the sweep's rounds)."""
     M, K, N = shape
-    t = timed("triton", shape, tile)
     programs = triton.cdiv(M, tile.block_m) * triton.cdiv(N, tile.block_n)
+    vs_default = per_round(tile.name, DEFAULT)
     row = {"tile": tile.name, "block_m": tile.block_m, "block_n": tile.block_n, "block_k": tile.block_k,
            "num_warps": tile.num_warps, "programs": programs, "K steps": triton.cdiv(K, tile.block_k),
-           "useful %": 100 * M * N / (programs * tile.block_m * tile.block_n), MS_COL: ms("triton", shape, tile)}
+           "useful %": 100 * M * N / (programs * tile.block_m * tile.block_n), MS_COL: sweep.ms[tile.name]}
     if helpers.HAS_GPU:
-        row["host ms"] = t.host_ms
-        row["GB/s"] = work(shape)[1] / (t.gpu_ms * 1e-3) / 1e9
-    row["vs PyTorch"] = row[MS_COL] / ms("torch", shape)
+        row["GB/s"] = work(shape)[1] / (sweep.ms[tile.name] * 1e-3) / 1e9
+    row.update({"vs PyTorch": sweep.ratios[tile.name].median,
+                "vs PyTorch: verdict": sweep.verdict(tile.name).text,
+                "vs default tile": vs_default.median,
+                "vs default: quartiles": f"{vs_default.low:.2f}-{vs_default.high:.2f}",
+                "vs default: verdict": ("reference" if tile.name == DEFAULT else
+                                        helpers.verdict(vs_default, floor_decode).text)})
     return row
 
 
-tiles = pd.DataFrame([tile_row(t, decode_shape)
-                      for t in helpers.progress(kernels.TILE_CONFIGS.values(), desc="tile sweep")])
-decode_torch_ms = ms("torch", decode_shape)
+tiles = pd.DataFrame([tile_row(t) for t in kernels.TILE_CONFIGS.values()])
+decode_torch_ms = sweep.ms[helpers.REFERENCE]
 helpers.save_sweep(tiles, "matmul_tile_sweep")
+print(f"{MS_COL}: {CLOCK}, median of {sweep.rounds} shuffled rounds; A/A floor (PyTorch against itself) "
+      f"{floor_decode.median:.3f} ({floor_decode.low:.2f}-{floor_decode.high:.2f})")
 helpers.show(tiles.round(4))
 
 # %%
 fig, ax = plt.subplots(figsize=(9, 4.5))
 block_ms = sorted(tiles["block_m"].unique())
 colors = {bm: plt.cm.viridis(0.1 + 0.8 * i / max(1, len(block_ms) - 1)) for i, bm in enumerate(block_ms)}
-ax.barh(tiles["tile"], tiles[MS_COL], color=[colors[bm] for bm in tiles["block_m"]])
-torch_line = ax.axvline(decode_torch_ms, color="crimson", ls="--", label=f"PyTorch: {decode_torch_ms:.4f} {CLOCK} ms")
+med = [sweep.ratios[t].median for t in tiles["tile"]]
+err = [[m - sweep.ratios[t].low for t, m in zip(tiles["tile"], med)],
+       [sweep.ratios[t].high - m for t, m in zip(tiles["tile"], med)]]
+ax.barh(tiles["tile"], med, xerr=err, capsize=3, color=[colors[bm] for bm in tiles["block_m"]])
+noise = helpers.noise_threshold(floor_decode)  # helpers.verdict: within noise inside [1 / (1 + noise), 1 + noise]
+band = ax.axvspan(1 / (1 + noise), 1 + noise, color="tab:gray", alpha=0.25,
+                  label=f"within noise ({1 / (1 + noise):.2f}-{1 + noise:.2f}, from the A/A floor)")
+torch_line = ax.axvline(1.0, color="crimson", ls="--", label=f"PyTorch: {decode_torch_ms:.4f} {SHORT} ms = 1")
 dM, dK, dN = decode_shape  # helpers.SIZES gives shapes as (M, K, N): x[M, K] @ W[N, K]^T
-ax.set(xlabel=f"{CLOCK} time per call (ms)", ylabel="tile (m_n_k: BLOCK_M, BLOCK_N, BLOCK_K)",
+ax.set(xlabel=f"{CLOCK}, relative to PyTorch's (median of {sweep.rounds} rounds, quartiles)",
+       ylabel="tile (m_n_k: BLOCK_M, BLOCK_N, BLOCK_K)",
        title=f"Which tile suits a one-row matmul? (x[M, K] @ W[N, K]$^T$, M = {dM}, K = {dK}, N = {dN})")
+ax.set_xlim(left=0)
 ax.grid(True, axis="x", alpha=0.3)
 bar_keys = [Patch(facecolor=c, label=f"BLOCK_M = {bm}") for bm, c in colors.items()]  # the bars' own colours
-ax.legend(handles=[torch_line, *bar_keys], fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
+ax.legend(handles=[torch_line, band, *bar_keys], fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
 fig.tight_layout()
 helpers.save_figure(fig, "matmul_tile_sweep")
 plt.show()
 
 # %%
+by_ms = tiles.set_index("tile")[MS_COL]
 best, worst = tiles.loc[tiles[MS_COL].idxmin()], tiles.loc[tiles[MS_COL].idxmax()]
-by_m = tiles.groupby("block_m")[MS_COL].median()
-short_ms = tiles.loc[tiles["block_m"] <= 32, MS_COL].median()  # tiles of 16 or 32 rows
-tall_ms = tiles.loc[tiles["block_m"] >= 64, MS_COL].median()  # tiles of 64 or 128 rows
+default = tiles.set_index("tile").loc[DEFAULT]
+spread_v = helpers.verdict(per_round(worst["tile"], best["tile"]), floor_decode)
+best_default_v = helpers.verdict(per_round(best["tile"], DEFAULT), floor_decode)
+short_tiles = list(tiles.loc[tiles["block_m"] <= 32, "tile"])  # 16 or 32 rows
+tall_tiles = list(tiles.loc[tiles["block_m"] >= 64, "tile"])  # 64 or 128 rows
+# tall against short, round by round: the median tall tile's time over the median short tile's, same round
+tall_vs_short = helpers.Ratio.of([
+    statistics.median(sweep.ratios[t].values[r] for t in tall_tiles)
+    / statistics.median(sweep.ratios[t].values[r] for t in short_tiles) for r in range(sweep.rounds)])
+tall_v = helpers.verdict(tall_vs_short, floor_decode)
+best_v = sweep.verdict(best["tile"])
 sms = torch.cuda.get_device_properties(0).multi_processor_count if DEVICE.type == "cuda" else None
-default = tiles.set_index("tile").loc[kernels.DEFAULT_TILE.name]
-spread_v = helpers.verdict(worst[MS_COL] / best[MS_COL])
-tall_v = helpers.verdict(tall_ms / short_ms)
-best_v = helpers.verdict(best[MS_COL] / decode_torch_ms)
 
 
 def describe(row):
@@ -334,31 +378,34 @@ def describe(row):
 
 
 text = (
-    f"The fastest tile was **{best['tile']}** ({best[MS_COL]:.4f} {CLOCK} ms; {describe(best)}), the slowest "
-    f"**{worst['tile']}** ({worst[MS_COL]:.4f} {CLOCK} ms; {describe(worst)}): slowest against fastest, "
-    f"**{spread_v.text}**, from the tile alone, for the same result. The default tile "
-    f"{kernels.DEFAULT_TILE.name} took {default[MS_COL]:.4f} {CLOCK} ms ({describe(default)}), with "
-    f"{default['useful %']:.1f}% of its arithmetic useful. Median time by BLOCK_M: "
-    + ", ".join(f"{bm}: {t:.4f} {CLOCK} ms" for bm, t in by_m.items()) + ". "
+    f"The fastest tile in the median was **{best['tile']}** ({best[MS_COL]:.4f} {SHORT} ms; {describe(best)}), "
+    f"the slowest **{worst['tile']}** ({worst[MS_COL]:.4f} {SHORT} ms; {describe(worst)}). Round by round, "
+    f"slowest against fastest: **{spread_v.text}**"
+    + (", from the tile alone, for the same result. " if spread_v.real else
+       ": the tile shape made no difference this run can tell from its noise at this shape. ")
+    + f"The default tile {DEFAULT} took {default[MS_COL]:.4f} {SHORT} ms ({describe(default)}), with "
+    f"{default['useful %']:.1f}% of its arithmetic useful; the fastest tile against it: **{best_default_v.text}**. "
 )
 if helpers.MODE == "cpu":
     text += ("In the interpreter a tile's time follows how many programs and K steps numpy has to run, not "
              "what a GPU would do: read the method here, and the comparison on a GPU run. ")
 elif tall_v.real and tall_v.ratio > 1:
-    text += (f"Tall tiles (64 or 128 rows) against short ones (16 or 32), in the median: **{tall_v.text}**. "
-             "The arithmetic spent on padding rows is a cost this GPU feels. ")
+    text += (f"Tall tiles (64 or 128 rows) against short ones (16 or 32), median against median in each round: "
+             f"**{tall_v.text}** (quartiles {tall_vs_short.low:.2f}-{tall_vs_short.high:.2f}). The arithmetic "
+             "spent on padding rows is a cost this GPU feels. ")
 elif tall_v.real:
-    text += (f"Tall tiles (64 or 128 rows) against short ones (16 or 32), in the median: **{tall_v.text}**. "
-             "The wasted arithmetic costs less here than what the tile shape does to the grid and the K loop. ")
+    text += (f"Tall tiles (64 or 128 rows) against short ones (16 or 32), median against median in each round: "
+             f"**{tall_v.text}** (quartiles {tall_vs_short.low:.2f}-{tall_vs_short.high:.2f}). The wasted "
+             "arithmetic costs less here than what the tile shape does to the grid and the K loop. ")
 else:
-    text += ("Tall tiles (64 or 128 rows) and short ones (16 or 32) are within noise of each other in the "
-             "median: the padding rows cost no memory traffic, and this GPU has arithmetic to spare, so the "
-             "wasted work mostly hides; what separates the fastest tile from the slowest is the rest of its "
-             "shape, the number of programs and the length of each program's K loop. ")
+    text += (f"Tall tiles (64 or 128 rows) and short ones (16 or 32), median against median in each round, "
+             f"came out within noise of each other ({tall_vs_short.median:.2f}, quartiles "
+             f"{tall_vs_short.low:.2f}-{tall_vs_short.high:.2f}): the padding rows cost no memory traffic, and "
+             "this GPU has arithmetic to spare, so the wasted work mostly hides. ")
 if sms:
     text += (f"This GPU has {sms} multiprocessors, and the default tile's grid has {int(default['programs'])} "
              "programs" + (": part of the GPU sits idle. " if default["programs"] < sms else ". "))
-text += f"The best tile is {against(best_v, 'PyTorch')} at this shape"
+text += f"The fastest tile is {against(best_v, 'PyTorch')} at this shape"
 if helpers.MODE == "cpu":
     text += ". "
 elif best_v.real and best_v.ratio > 1:
@@ -373,50 +420,24 @@ helpers.md(text)
 # %% [markdown]
 # ## Explore the tiles yourself
 #
-# Pick a configuration (and a shape). A pair of tile and shape is timed the first time it is asked for
-# and remembered, so the explorer shows the same number as the table above for every tile the sweep
-# timed. In a non-interactive run (a script, or a headless notebook run) the cell shows the default tile
-# once; without `ipywidgets` it shows every configuration in a loop instead.
+# `explore(name)` reads one tile of the sweep in words: its grid, its share of useful arithmetic and its
+# verdicts against PyTorch and against the default tile, all from the rounds above (nothing is timed again,
+# so it always agrees with the table). Change the name in the cell and run it again; the names are those of
+# `kernels.TILE_CONFIGS`. To try a tile inside the model, pass it to `helpers.patched(model, projections=...,
+# tile=kernels.TILE_CONFIGS[name])`.
 
 # %%
-try:
-    import ipywidgets as widgets
-    from IPython.display import display
-except ImportError:
-    widgets = None
-
-explorer_shapes = {"decode": decode_shape, "model": model_shape}
-
-
-def explore(tile_name, shape_name="decode"):
-    """One tile on one shape, from the same measurement as the tables, in a one-line summary."""
-    shape = explorer_shapes[shape_name]
-    row = tile_row(kernels.TILE_CONFIGS[tile_name], shape)
-    host = f", {1e3 * row['host ms']:.1f} µs host time per call" if helpers.HAS_GPU else ""
-    print(f"{tile_name:>14} on the {shape_name} shape {shape}: {row[MS_COL]:.4f} {CLOCK} ms{host}, "
-          f"{row['programs']} programs, {row['useful %']:.1f}% of the tile arithmetic useful, "
-          f"{against(helpers.verdict(row['vs PyTorch']), 'PyTorch')} ({CLOCK} time)")
+def explore(tile_name):
+    """One tile of the decode-shape sweep in a line, from the same measurement as the table."""
+    row = tile_row(kernels.TILE_CONFIGS[tile_name])
+    vs_default = "" if tile_name == DEFAULT else f", against the default tile {row['vs default: verdict']}"
+    print(f"{tile_name} on the decode shape {decode_shape}: {row[MS_COL]:.4f} {SHORT} ms, {row['programs']} "
+          f"programs, {row['useful %']:.1f}% of the tile arithmetic useful; against PyTorch "
+          f"{row['vs PyTorch: verdict']}{vs_default} ({CLOCK})")
 
 
-explore(kernels.DEFAULT_TILE.name)  # the non-interactive default
-if widgets is not None and helpers.IN_NOTEBOOK:
-    tile_picker = widgets.Dropdown(options=list(kernels.TILE_CONFIGS), value=kernels.DEFAULT_TILE.name,
-                                   description="tile")
-    shape_picker = widgets.ToggleButtons(options=list(explorer_shapes), value="decode", description="shape")
-    explorer_out = widgets.Output()
-
-    def on_change(_change):
-        with explorer_out:
-            explorer_out.clear_output(wait=True)
-            explore(tile_picker.value, shape_picker.value)
-
-    tile_picker.observe(on_change, names="value")
-    shape_picker.observe(on_change, names="value")
-    display(widgets.VBox([widgets.HBox([tile_picker, shape_picker]), explorer_out]))
-elif widgets is None:
-    for name in kernels.TILE_CONFIGS:
-        if name != kernels.DEFAULT_TILE.name:
-            explore(name)
+print("tiles:", ", ".join(kernels.TILE_CONFIGS))
+explore(DEFAULT)  # try explore("m16_n128_k64")
 
 # %% [markdown]
 # ## The projections of the model
@@ -432,16 +453,29 @@ elif widgets is None:
 # a shuffled order, and each one's time is divided by the original's time of the same round. The original
 # also runs against itself: that A/A ratio is this run's noise floor, and a step whose ratio does not
 # stand out of it is "within noise". Tokens/s there is new tokens over the whole generation time, prefill
-# included. Separately, `helpers.profile_decode` profiles a few decode steps of the original and of the
-# last step: kernels launched per token, GPU-busy ms and wall ms per decoded token (prefill excluded).
+# included. Each generation is followed by a one-token one, so the same rounds also give the **wall ms per
+# decoded token** (prefill excluded); after the rounds, the profiler counts each configuration's kernels
+# and GPU-busy ms per decoded token.
 #
-# Predict first: each replaced linear layer is still one launch per token (PyTorch's is one cuBLAS kernel,
-# ours one Triton kernel), so the number of launches barely moves for the projection steps; what changes
-# is the cost of each launch on the host, and the kernel time at one row, which the decode timings above
-# compared with PyTorch's. If the host's extra time per call adds up call by call, each projection step
-# costs (projections swapped) x (the difference in host time per call at the decode shape) per token. The
-# projections read almost all of the model's weights, so if the GPU were the bottleneck this would be the
-# most expensive swap of all; the next cell prints both predictions against the original's time per token.
+# **Predict first**, with the launch budget that chapter 8 fits to the whole series: a decoded token costs
+# the host a price per PyTorch launch times PyTorch's launches, plus a price per launch of ours times
+# ours, and the GPU-busy time on top:
+#
+# $$\text{wall ms per decoded token} \approx n_\text{PyTorch} \cdot p_\text{PyTorch} + n_\text{ours} \cdot p_\text{ours} + \text{GPU-busy ms}$$
+#
+# - $p_\text{PyTorch}$ comes from the original model in this very comparison: its wall ms per decoded
+#   token minus its GPU-busy ms, over its launches per token: the framework's own Python around each
+#   launch, and the launch itself.
+# - $p_\text{ours}$ is measured above, not fitted: the host time per call of our matmul at the decode shape,
+#   per launch. The last step also runs the two-pass RMSNorm, so its price is the launch-weighted mean of
+#   the matmul's and the two-pass RMSNorm's (timed below at one row, the decode shape).
+# - The launch counts and GPU-busy ms are each swap's own, from the profile.
+#
+# Each replaced linear layer is still one launch per token (PyTorch's is one cuBLAS kernel, ours one Triton
+# kernel), so the count of launches should barely move for the projection steps; what changes is the price
+# of each launch, and the kernel time at one row, which the decode timings above compared with PyTorch's.
+# The projections read almost all of the model's weights, so if the GPU were the bottleneck this would be
+# the most expensive swap of all; if the host is, the budget should predict it.
 
 # %%
 model, tokenizer, description = helpers.load_model()
@@ -453,6 +487,7 @@ STEPS = {
     "attention + MLP proj": dict(projections={"attention", "mlp"}),
     "all proj + RMSNorm": dict(rmsnorm="two_pass", projections=set(helpers.PROJECTION_GROUPS)),
 }
+LAST = "all proj + RMSNorm"
 replaced = {}
 for name, patch in STEPS.items():  # what each step swaps (no generation here)
     with helpers.patched(model, **patch) as counts:
@@ -461,31 +496,35 @@ assert [replaced[s]["attention_proj"] for s in STEPS] == [4 * L] * 3
 assert [replaced[s]["mlp_proj"] for s in STEPS] == [0, 3 * L, 3 * L]
 assert [replaced[s]["lm_head"] for s in STEPS] == [0, 0, 1]
 assert [replaced[s]["rmsnorm"] for s in STEPS] == [0, 0, census["rmsnorm"]]
+counts = replaced[LAST]
+replaced_linear = counts["attention_proj"] + counts["mlp_proj"] + counts["lm_head"]
 
-prof_original = helpers.profile_decode(model, SIZES.prompt_len, tokenizer=tokenizer)
-wall0 = prof_original.wall_ms_per_token
-extra_host_us = 1e3 * (timed("triton", decode_shape).host_ms - timed("torch", decode_shape).host_ms)
-extra_gpu_us = (1e3 * (timed("triton", decode_shape).gpu_ms - timed("torch", decode_shape).gpu_ms)
-                if helpers.HAS_GPU else None)
-print(f"original model: {wall0:.2f} wall ms per decoded token, "
-      f"{helpers.fmt(prof_original.gpu_busy_ms_per_token, 2)} GPU-busy ms per token, "
-      f"{helpers.fmt(prof_original.launches_per_token, 0)} kernels per token")
-predicted = {}
-for name, n in (("attention proj", 4 * L), ("attention + MLP proj", 7 * L)):
-    predicted[name] = (wall0 + n * extra_host_us / 1e3) / wall0
-    gpu_part = ("" if extra_gpu_us is None else
-                f"; on the GPU, {n} x {extra_gpu_us:+.1f} µs = {n * extra_gpu_us / 1e3:+.2f} ms of kernel time")
-    print(f"{name}: host {n} x {extra_host_us:+.1f} µs = {n * extra_host_us / 1e3:+.2f} ms per token, a time "
-          f"ratio of {predicted[name]:.2f}{gpu_part}")
+# The price of one launch of ours, from host time per call (GPU only: the budget needs every CUDA launch).
+PREDICTION_BAR = helpers.PREDICTION_BAR  # a prediction within 20% of the measurement holds, as in chapter 8
+if helpers.HAS_GPU:
+    matmul_us = 1e3 * host_ms["decode shape", "triton"] / launches["decode shape", "triton"]
+    norm = model.model.norm  # the model's final RMSNorm: its weight and eps, at one row
+    norm_x = torch.randn(SIZES.rmsnorm_decode_rows, model.config.hidden_size, device=DEVICE, dtype=DTYPE)
+    two_pass = lambda: kernels.rmsnorm_two_pass(norm_x, norm.weight, norm.variance_epsilon)  # noqa: E731
+    norm_launches = helpers.launches_per_call(two_pass)
+    norm_us = 1e3 * helpers.host_ms_per_call(two_pass) / norm_launches
+    n_mm, n_norm = replaced_linear, norm_launches * counts["rmsnorm"]  # our launches per token in the last step
+    ours_us = {name: matmul_us for name in STEPS}
+    ours_us[LAST] = (n_mm * matmul_us + n_norm * norm_us) / (n_mm + n_norm)
+    print(f"price of our launches ({helpers.CLOCK_LABELS['host']}): matmul at {decode_shape} "
+          f"{matmul_us:.1f} µs per launch; two-pass RMSNorm at [{SIZES.rmsnorm_decode_rows}, "
+          f"{model.config.hidden_size}] {norm_us:.1f} µs per launch ({norm_launches:.0f} launches per call); "
+          f"last step, weighted by {n_mm} + {n_norm:.0f} launches per token: {ours_us[LAST]:.1f} µs")
+else:
+    print("CPU mode: the launch budget needs every CUDA launch per token and the GPU-busy time, which only a "
+          "GPU profile gives; no prediction here, the measurement below still runs.")
 
 # %%
-with helpers.patched(model, **STEPS["all proj + RMSNorm"]) as counts:
-    prof_all = helpers.profile_decode(model, SIZES.prompt_len, tokenizer=tokenizer)
-replaced_linear = counts["attention_proj"] + counts["mlp_proj"] + counts["lm_head"]
+comparison = helpers.compare_configs(model, STEPS, tokenizer=tokenizer, profile=True)
+profiles = {name: comparison.profile(name) for name in [helpers.ORIGINAL, *STEPS]}
 # every replaced module runs once per token: one launch per projection, two per two-pass RMSNorm
-assert abs(prof_all.project_launches_per_token - (replaced_linear + 2 * counts["rmsnorm"])) < 1e-9
+assert abs(profiles[LAST].project_launches_per_token - (replaced_linear + 2 * counts["rmsnorm"])) < 1e-9
 
-comparison = helpers.compare_configs(model, STEPS, tokenizer=tokenizer)
 verdicts = {
     "attention proj": comparison.record("attention proj", "matmul.attention_proj_slowdown",
                                         "112 attention projections on the Triton matmul"),
@@ -497,29 +536,43 @@ verdicts = {
 tps = comparison.tokens_per_s
 rounds_note = f"median of {len(comparison.orders)} shuffled rounds"
 helpers.record("matmul.tps_original", tps[helpers.ORIGINAL], "tokens/s",
-               f"{rounds_note}; prompt {SIZES.prompt_len}, {SIZES.new_tokens} new")
+               f"{rounds_note}; prompt {comparison.prompt_len}, {comparison.new_tokens} new")
 helpers.record("matmul.attention_proj_replaced", replaced["attention proj"]["attention_proj"], "modules",
                "q, k, v, o per layer")
 helpers.record("matmul.tps_attention_proj", tps["attention proj"], "tokens/s",
                f"attention projections on the Triton matmul; {rounds_note}")
 helpers.record("matmul.tps_attention_mlp_proj", tps["attention + MLP proj"], "tokens/s",
                f"attention + MLP projections; {rounds_note}")
-helpers.record("matmul.tps_all_proj_rmsnorm", tps["all proj + RMSNorm"], "tokens/s",
+helpers.record("matmul.tps_all_proj_rmsnorm", tps[LAST], "tokens/s",
                f"all projections incl. lm_head + two-pass RMSNorm; {rounds_note}")
-helpers.record("matmul.launches_per_token_all_proj_rmsnorm", prof_all.launches, "launches",
+helpers.record("matmul.launches_per_token_all_proj_rmsnorm", profiles[LAST].launches, "launches",
                helpers.launch_note() + ", all projections + two-pass RMSNorm")
+helpers.show(comparison.table().round(3))
 
-steps_df = comparison.table()
-steps_df["predicted ratio (host time)"] = [f"{predicted[c]:.2f}" if c in predicted else ""
-                                           for c in steps_df["configuration"]]
-helpers.show(steps_df.round(3))
-helpers.show(pd.DataFrame([
-    {"model": label, "kernels per token": helpers.fmt(p.launches_per_token, 0),
-     "Triton launches per token": p.project_launches_per_token,
-     "wall ms per decoded token": round(p.wall_ms_per_token, 3),
-     "GPU-busy ms per decoded token": helpers.fmt(p.gpu_busy_ms_per_token, 3)}
-    for label, p in (("original", prof_original), ("all proj + RMSNorm", prof_all))
-]))
+orig = profiles[helpers.ORIGINAL]
+predicted, budgets = {}, {}
+if helpers.HAS_GPU:
+    torch_us = (orig.wall_ms_per_token - orig.gpu_busy_ms_per_token) * 1e3 / orig.launches
+    for name in STEPS:
+        budgets[name] = helpers.LaunchBudget(
+            torch_us=torch_us, ours_us=ours_us[name],
+            fitted_on=("original", "host time per call of the Triton matmul"
+                       + (" and the two-pass RMSNorm" if name == LAST else "")))
+        predicted[name] = budgets[name].predict_ms(profiles[name])
+per_token = []
+for name, p in profiles.items():
+    row = {"configuration": name, "wall ms per decoded token": p.wall_ms_per_token,
+           "kernels per token": helpers.fmt(p.launches_per_token, 0),
+           "our launches per token": p.project_launches_per_token,
+           "GPU-busy ms per token": helpers.fmt(p.gpu_busy_ms_per_token, 3)}
+    if name in predicted:
+        row.update({"predicted wall ms per decoded token": round(predicted[name], 2),
+                    "error %": round(100 * (predicted[name] / p.wall_ms_per_token - 1), 1)})
+    per_token.append(row)
+print(f"per decoded token: wall ms from the rounds ({orig.note}); kernels and GPU-busy ms from torch.profiler"
+      + (f"; price of a PyTorch launch from the original: ({orig.wall_ms_per_token:.2f} - "
+         f"{orig.gpu_busy_ms_per_token:.2f}) ms / {orig.launches:.0f} = {torch_us:.1f} µs" if predicted else ""))
+helpers.show(pd.DataFrame(per_token).fillna("").set_index("configuration"))
 
 # %%
 order = [helpers.ORIGINAL_AGAIN, *STEPS]
@@ -539,7 +592,7 @@ noise = helpers.noise_threshold(comparison.floor)  # helpers.verdict: real above
 ax_r.axhspan(1 / (1 + noise), 1 + noise, color="tab:gray", alpha=0.2,
              label=f"noise threshold ({1 / (1 + noise):.2f}-{1 + noise:.2f})")
 ax_r.axhline(1.0, color="black", lw=0.8)
-ax_r.set(ylabel="time ratio to the original (median, quartiles)", title="How much slower is each step?")
+ax_r.set(ylabel="generation time / original's (median, quartiles)", title="How much slower is each step?")
 ax_r.legend(fontsize=8)
 for ax in (ax_tps, ax_r):
     ax.grid(True, axis="y", alpha=0.3)
@@ -562,59 +615,115 @@ text = (
     f"{tps[helpers.ORIGINAL]:.2f} tokens/s**, and the original against itself gave a time ratio of "
     f"{floor.median:.3f} ({floor.low:.2f}-{floor.high:.2f}): the run's noise floor. With the {4 * L} attention "
     f"projections on our matmul: {step('attention proj')}; with the {3 * L} MLP projections too: "
-    f"{step('attention + MLP proj')}; with `lm_head` and the two-pass RMSNorms on top: "
-    f"{step('all proj + RMSNorm')}. From the host time per call, the prediction was a time ratio of "
-    f"{predicted['attention proj']:.2f} for the attention projections and "
-    f"{predicted['attention + MLP proj']:.2f} with the MLP projections too. "
+    f"{step('attention + MLP proj')}; with `lm_head` and the two-pass RMSNorms on top: {step(LAST)}.\n\n"
 )
-if prof_original.launches_per_token is not None:
-    l0, l3 = prof_original.launches_per_token, prof_all.launches_per_token
+if predicted:
+    hits = [n for n in STEPS if abs(predicted[n] / profiles[n].wall_ms_per_token - 1) <= PREDICTION_BAR]
+    parts = []
+    for name in STEPS:
+        p, pred = profiles[name], predicted[name]
+        parts.append(f"{name}: {pred:.2f} predicted against {p.wall_ms_per_token:.2f} measured "
+                     f"({100 * (pred / p.wall_ms_per_token - 1):+.0f}%)")
+    text += (f"**The prediction.** Per decoded token, in wall ms: " + "; ".join(parts) + f". The budget "
+             f"predicted {len(hits)} of the {len(STEPS)} steps within {100 * PREDICTION_BAR:.0f}%. ")
+    # every error beyond the smallest effect the series calls real (5%) is explained with the price it implies
+    for name in [n for n in STEPS if abs(predicted[n] / profiles[n].wall_ms_per_token - 1) > helpers.MIN_EFFECT]:
+        p, b = profiles[name], budgets[name]
+        ours = p.project_launches_per_token
+        torch_part = (p.launches - ours) * b.torch_us / 1e3
+        implied_us = (p.wall_ms_per_token - p.gpu_busy_ms_per_token - torch_part) * 1e3 / ours
+        gap_ms = ours * abs(implied_us - b.ours_us) / 1e3
+        text += (f"For {name} the prediction {'missed' if name not in hits else 'was off'} by "
+                 f"{100 * (predicted[name] / p.wall_ms_per_token - 1):+.0f}%: its {p.launches - ours:.0f} PyTorch "
+                 f"launches at {b.torch_us:.1f} µs make {torch_part:.2f} ms of host time per token and its GPU-busy "
+                 f"time is {p.gpu_busy_ms_per_token:.2f} ms, so to match the measurement each of its {ours:.0f} "
+                 f"launches of ours would cost {implied_us:.1f} µs inside `generate()`, against the "
+                 f"{b.ours_us:.1f} µs of host time per launch measured in a loop of calls on their own: {gap_ms:.2f} ms per token "
+                 + ("that the budget does not see" if implied_us > b.ours_us else "that the budget counts and the "
+                    "model does not spend")
+                 + ", if PyTorch's launches kept the original's price. ")
+    text += "\n\n"
+else:
+    text += ("In CPU mode there is no prediction (no CUDA launches or GPU-busy time to put in the budget); the "
+             "table above still shows each configuration's interpreter wall ms per decoded token and our "
+             "launches per token.\n\n")
+if orig.launches_per_token is not None:
+    l0, l1, l2, l3 = (profiles[n].launches_per_token for n in [helpers.ORIGINAL, *STEPS])
     hidden = torch.randn(1, 1, model.config.hidden_size, device=DEVICE, dtype=DTYPE)
     with torch.no_grad():  # kernels one call of the model's own (PyTorch) final RMSNorm launches
-        norm_launches = helpers.launches_per_call(lambda: model.model.norm(hidden))
-    from_norms = counts["rmsnorm"] * (2 - norm_launches)
+        torch_norm_launches = helpers.launches_per_call(lambda: model.model.norm(hidden))
+    from_norms = counts["rmsnorm"] * (norm_launches - torch_norm_launches)
     from_linear = l3 - l0 - from_norms
     text += (
-        f"Launches per token went from {l0:.0f} (original) to {l3:.0f} (last step), {l3 - l0:+.0f}. Of that, "
-        f"the RMSNorm swap accounts for {counts['rmsnorm']} x (2 - {norm_launches:.0f}) = {from_norms:+.0f} "
-        f"(one of PyTorch's RMSNorms launches {norm_launches:.0f} kernels, ours 2), which leaves "
-        f"{from_linear:+.0f} for the {replaced_linear} projections, {100 * from_linear / l0:+.1f}% of the "
-        "original's count"
+        f"**Launches.** Per decoded token: {l0:.0f} (original), {l1:.0f} and {l2:.0f} after the two projection "
+        f"steps ({l1 - l0:+.0f}, {l2 - l0:+.0f}), {l3:.0f} after the last ({l3 - l0:+.0f}). Of the last step's "
+        f"change, the RMSNorm swap accounts for {counts['rmsnorm']} x ({norm_launches:.0f} - "
+        f"{torch_norm_launches:.0f}) = {from_norms:+.0f} (one of PyTorch's RMSNorms launches "
+        f"{torch_norm_launches:.0f} kernels, ours {norm_launches:.0f}), which leaves {from_linear:+.0f} for the "
+        f"{replaced_linear} projections, {100 * from_linear / l0:+.1f}% of the original's count"
         + (": as predicted, the projection swaps change what each launch costs, on the host and on the GPU, "
            "not how many launches there are. " if abs(from_linear) < helpers.MIN_EFFECT * l0 else
            ": more than the one-launch-for-one prediction allows, so on this machine the projection swaps "
            "changed the number of launches too, not only what each costs. ")
     )
-text += (
-    f"The blog's T4 figures for the same steps, each from a single run: {B('matmul.tps_original'):g} -> "
-    f"{B('matmul.tps_attention_proj'):g} tokens/s for the attention projections (rounded in the post, about "
-    f"{B('matmul.tps_original') / B('matmul.tps_attention_proj'):.2f}x), {B('matmul.attention_mlp_slowdown')}x "
-    f"slower with the MLP projections too, and {B('matmul.tps_all_proj_rmsnorm_original')} -> "
-    f"{B('matmul.tps_all_proj_rmsnorm')} tokens/s "
-    f"({B('matmul.tps_all_proj_rmsnorm_original') / B('matmul.tps_all_proj_rmsnorm'):.2f}x) with everything "
-    "including RMSNorm. Note the inconsistency in the post: adding lm_head and the RMSNorms made its model "
-    f"*less* slow than the projections alone "
-    f"({B('matmul.tps_all_proj_rmsnorm_original') / B('matmul.tps_all_proj_rmsnorm'):.2f}x after "
-    f"{B('matmul.attention_mlp_slowdown')}x), which more slow modules should not do; the two figures "
-    "probably come from separate runs with their own originals. "
-)
 # the last step against the one before, round by round (both timed in every round)
-last = helpers.Ratio.of([t / b for t, b in zip(comparison.seconds["all proj + RMSNorm"],
-                                               comparison.seconds["attention + MLP proj"])])
+last = helpers.Ratio.of([t / b for t, b in zip(comparison.seconds[LAST], comparison.seconds["attention + MLP proj"])])
 last_v = helpers.verdict(last, floor)
-text += (f"In your run, the last step's time over the step before it, round by round, had a median of "
+text += (f"The last step's generation time over the step before it, round by round, had a median of "
          f"{last.median:.2f} ({last.low:.2f}-{last.high:.2f}): **{last_v.text}**. ")
 if not last_v.real:
-    text += "Adding `lm_head` and the RMSNorms made no difference this run can tell from its noise."
-elif last_v.ratio < 1 and prof_original.launches_per_token is not None and from_norms < 0:
+    text += "Adding `lm_head` and the RMSNorms made no difference this run can tell from its noise. "
+elif last_v.ratio < 1 and orig.launches_per_token is not None and from_norms < 0:
     text += (f"The last step has more of our kernels and is still faster; the RMSNorm swap removed "
-             f"{-from_norms:.0f} launches per token, the likely reason (chapter 3 measured that swap on its own).")
+             f"{-from_norms:.0f} launches per token, the likely reason (chapter 3 measured that swap on its own). ")
 elif last_v.ratio < 1:
     text += ("The last step has more of our kernels and is still faster: worth a second run before reading "
-             "anything into it (chapter 3 measured what the two-pass RMSNorm alone does).")
+             "anything into it (chapter 3 measured what the two-pass RMSNorm alone does). ")
 else:
-    text += "More of our kernels, a slower model, as adding them suggests."
+    text += "More of our kernels, a slower model, as adding them suggests. "
 helpers.md(text)
+
+# %% [markdown]
+# ### The blog's steps beside yours
+#
+# The blog gives one number per step, from single runs with no spread, and the last step with its own
+# original. Its ratios are read here by the series' rule with no floor of their own (only the smallest effect
+# the series calls real, 5%), yours against your run's A/A floor.
+
+# %%
+blog_ratio = {"attention proj": B("matmul.tps_original") / B("matmul.tps_attention_proj"),
+              "attention + MLP proj": B("matmul.attention_mlp_slowdown"),
+              LAST: B("matmul.tps_all_proj_rmsnorm_original") / B("matmul.tps_all_proj_rmsnorm")}
+blog_rows = [{"step": name, "blog (T4)": round(blog_ratio[name], 2),
+              "blog: verdict": helpers.verdict(blog_ratio[name]).text,
+              "yours": round(comparison.ratios[name].median, 2),
+              "yours: quartiles": f"{comparison.ratios[name].low:.2f}-{comparison.ratios[name].high:.2f}",
+              "yours: verdict": verdicts[name].text} for name in STEPS]
+blog_last = helpers.verdict(blog_ratio[LAST] / blog_ratio["attention + MLP proj"])
+blog_rows.append({"step": "last step / the one before", "blog (T4)": round(blog_last.ratio, 2),
+                  "blog: verdict": blog_last.text, "yours": round(last.median, 2),
+                  "yours: quartiles": f"{last.low:.2f}-{last.high:.2f}", "yours: verdict": last_v.text})
+helpers.show(pd.DataFrame(blog_rows).set_index("step"))
+
+
+def direction(v):
+    return "no change" if not v.real else "slower" if v.ratio > 1 else "faster"
+
+
+same = direction(blog_last) == direction(last_v)
+helpers.md(
+    f"In the blog, the attention projections took the model from {B('matmul.tps_original'):g} to "
+    f"{B('matmul.tps_attention_proj'):g} tokens/s (rounded in the post), the MLP projections too made it "
+    f"{B('matmul.attention_mlp_slowdown')}x slower, and everything including RMSNorm took it from "
+    f"{B('matmul.tps_all_proj_rmsnorm_original')} to {B('matmul.tps_all_proj_rmsnorm')} tokens/s. Its last "
+    f"step over the one before: {blog_ratio[LAST]:.2f} / {blog_ratio['attention + MLP proj']:.2f} = "
+    f"{blog_last.ratio:.2f}, **{blog_last.text}**; yours, round by round: {last.median:.2f}, **{last_v.text}**. "
+    + (f"The two runs agree on the direction of the last step ({direction(last_v)}). " if same else
+       f"The two runs disagree on the direction of the last step (blog: {direction(blog_last)}, yours: "
+       f"{direction(last_v)}). ")
+    + "The blog's ratios come from single runs, so whether its step-to-step change stands out of its noise "
+    "cannot be told from the post."
+)
 
 # %% [markdown]
 # ## Your numbers beside the blog's
@@ -629,10 +738,11 @@ helpers.show(helpers.compare("matmul."))
 # - Checked against PyTorch it agrees to within rounding; how it compares with cuBLAS in time depends on
 #   the shape, the GPU and the clock, and the timings above are your hardware's answer.
 # - The tile shape changes the GPU time of the very same computation: at one row, most of a tall tile is
-#   padding, and the grid's number of programs decides how much of the GPU takes part.
+#   padding, and the grid's number of programs decides how much of the GPU takes part. Whether two tiles
+#   differ is for rounds against a noise floor to say: a microsecond kernel moves from replay to replay.
 # - In the model, each projection is one launch before the swap and one after, so the count of launches
-#   is not where a projection swap can cost; what each launch costs is. Whether a step's cost stands out
-#   of the machine's noise is for an interleaved comparison with an A/A floor to say, not for one pair
-#   of runs.
+#   is not where a projection swap can cost; what each launch costs is. The launch budget turns the prices
+#   and counts into a prediction of the wall ms per decoded token, and the interleaved comparison with its
+#   A/A floor says whether each step's cost stands out of the machine's noise.
 #
 # Next, in chapter 5, attention itself.

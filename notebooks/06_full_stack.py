@@ -142,12 +142,14 @@ print(f"our launches per token, by hand: 2 x {counts['rmsnorm']} + "
 # shuffled order, and divides each time by the original's time in the same round. The median of those
 # ratios is the slowdown. The original against itself (the A/A ratio) is this run's noise floor, and the
 # verdict says whether the slowdown stands out of it. tokens/s here is new tokens over the whole
-# generation time, prefill included. At full size the rounds take about two minutes, most of it in the
-# custom model's generations.
+# generation time, prefill included. Right after each generation the same model also generates a single
+# token (the prefill alone), which gives, from the same rounds, the wall ms per decoded token used in the
+# next section. `profile=True` then counts each model's launches and GPU-busy time per decoded token under
+# PyTorch's profiler, after the rounds. Most of the time goes into the custom model's generations.
 
 # %%
 CUSTOM = "all custom"
-comparison = helpers.compare_configs(model, {CUSTOM: FULL}, tokenizer=tokenizer)
+comparison = helpers.compare_configs(model, {CUSTOM: FULL}, tokenizer=tokenizer, profile=True)
 helpers.show(comparison.table())
 tps_note = (f"median of {len(comparison.orders)} shuffled rounds; new tokens / generation time, prefill included; "
             f"prompt {comparison.prompt_len}, {comparison.new_tokens} new tokens")
@@ -168,17 +170,18 @@ helpers.md(
 # %% [markdown]
 # ## Where the time goes, per token
 #
-# `helpers.profile_decode` times and profiles short generations of each model (a few decode steps
-# suffice: the count per token does not depend on how many tokens are profiled) and reports, per decoded
-# token with the prefill subtracted, the wall ms, the launches and the GPU-busy ms (the kernels' summed
-# durations). Its wall ms per decoded token is this series' one time per token; tokens/s above is a
-# different quantity, since it also carries the prefill.
+# The same comparison gives, per decoded token with the prefill taken out: the wall ms, the launches and
+# the GPU-busy ms (the kernels' summed durations). The wall ms per decoded token is this series' one time
+# per token. The original's is the median over the rounds of (its generation minus the one-token
+# generation right after it) / (new tokens - 1); the custom model's is the original's times the median of
+# the same per-round quotient, custom over original, so both come from the rounds above. Launches and
+# GPU-busy time come from the profile after the rounds (a short generation; the count per token does not
+# depend on how many tokens are profiled). tokens/s above is a different quantity: it also carries the
+# prefill.
 
 # %%
-profile_original = helpers.profile_decode(model, SIZES.prompt_len, SIZES.new_tokens, tokenizer)
-with helpers.patched(model, **FULL):
-    profile_custom = helpers.profile_decode(model, SIZES.prompt_len, SIZES.new_tokens, tokenizer)
-profiles = {"original": profile_original, "custom": profile_custom}
+profiles = {"original": comparison.profile(helpers.ORIGINAL), "custom": comparison.profile(CUSTOM)}
+profile_original, profile_custom = profiles["original"], profiles["custom"]
 helpers.show(pd.DataFrame([
     {"model": name, "wall ms per decoded token": p.wall_ms_per_token,
      "GPU-busy ms per token": helpers.fmt(p.gpu_busy_ms_per_token, 2),
@@ -188,14 +191,14 @@ helpers.show(pd.DataFrame([
 print(f"our launches per token: {profile_custom.project_launches_per_token:.0f} measured, "
       f"{expected_ours} predicted by hand")
 
+wall_note = (f"wall ms per decoded token, prefill excluded, from the {len(comparison.orders)} shuffled rounds of "
+             "full.slowdown" + ("" if helpers.HAS_GPU else " (CPU mode: interpreter time)"))
 for name, p in profiles.items():
     helpers.record(f"full.launches_per_token_{name}", p.launches, "launches", helpers.launch_note())
-    helpers.record(f"full.wall_ms_per_token_{name}", p.wall_ms_per_token, "ms",
-                   "profile_decode: wall ms per decoded token, prefill excluded"
-                   + ("" if helpers.HAS_GPU else " (interpreter time)"))
+    helpers.record(f"full.wall_ms_per_token_{name}", p.wall_ms_per_token, "ms", f"{wall_note}; {p.note}")
     if helpers.HAS_GPU:
         helpers.record(f"full.gpu_busy_ms_per_token_{name}", p.gpu_busy_ms_per_token, "ms",
-                       "profile_decode: summed kernel time per decoded token")
+                       "summed kernel time per decoded token (torch.profiler, after the rounds)")
 
 # %%
 fig, ax = plt.subplots(figsize=(6.5, 4))
@@ -207,11 +210,11 @@ if helpers.HAS_GPU:
     ax.barh(names, [max(w - b, 0) for w, b in zip(walls, busy)], left=busy, color="tab:gray",
             label="GPU idle (waiting for the host)")
 else:
-    ax.barh(names, walls, color="tab:gray", label="wall time (interpreter)")
+    ax.barh(names, walls, color="tab:gray", label="wall time (CPU mode)")
 for i, (w, p) in enumerate(zip(walls, profiles.values())):
     ax.text(w, i, f"  {p.launches:.0f} launches", va="center", fontsize=9)
-ax.set_xlabel("wall ms per decoded token (profile_decode)" if helpers.HAS_GPU else
-              "interpreter wall ms per decoded token (profile_decode)")
+ax.set_xlabel("wall ms per decoded token (median of the rounds)" if helpers.HAS_GPU else
+              "wall ms per decoded token, CPU mode (median of the rounds)")
 ax.set_title("Why is the custom stack slower: more work, or more waiting?")
 ax.set_xlim(0, max(walls) * 1.35)
 ax.legend(fontsize=8, loc="lower right")
@@ -221,16 +224,35 @@ plt.show()
 # %%
 extra_ms = walls[1] - walls[0]
 extra_launches = profile_custom.launches - profile_original.launches
-per_token = helpers.verdict(walls[1] / walls[0])
-text = (f"Per decoded token the wall time went from **{walls[0]:.1f}** to **{walls[1]:.1f} ms** "
-        f"({per_token.text}) and the launches from {profile_original.launches:.0f} to "
-        f"{profile_custom.launches:.0f}. ")
+# The per-token walls come from the same rounds as the headline, so their quotient is the headline's ratio
+# with the prefill taken out. Does it agree with the headline? (One policy: helpers.verdict.)
+agree = helpers.verdict(walls[1] / walls[0] / ratio.median)
+text = (f"Per decoded token the wall time went from **{walls[0]:.1f}** to **{walls[1]:.1f} wall ms** and the launches "
+        f"from {profile_original.launches:.0f} to {profile_custom.launches:.0f}. ")
+if agree.real:  # they disagree beyond the noise threshold: say by how much, and how much the prefill explains
+    pre_o, pre_c = comparison.prefill_ms(helpers.ORIGINAL), comparison.prefill_ms(CUSTOM)
+    steps = comparison.new_tokens - 1
+    rebuilt = (pre_c + steps * walls[1]) / (pre_o + steps * walls[0])  # a whole generation's ratio, from the parts
+    text += (f"Divided, the two walls give {walls[1] / walls[0]:.2f}, not the headline's {ratio.median:.2f}: the "
+             f"headline times whole generations, whose prefill went from {pre_o:.1f} to {pre_c:.1f} wall ms "
+             f"({helpers.versus(pre_c, pre_o)}), while these walls leave it out. Put back together, prefill plus "
+             f"{steps} decoded tokens, the parts give a generation ratio of {rebuilt:.2f}")
+    if helpers.verdict(rebuilt / ratio.median).real:
+        text += (f"; the rest of the gap to {ratio.median:.2f} is the spread between rounds (quartiles "
+                 f"{ratio.low:.2f}-{ratio.high:.2f}): a median of per-round quotients is not the quotient of "
+                 "medians. ")
+    else:
+        text += ", the headline within the series' noise threshold: the prefill accounts for the difference. "
+else:
+    text += ("Divided, the two walls give back the headline slowdown within the series' noise threshold: they come "
+             "from the same rounds, and leave out only the prefill, one pass out of "
+             f"{comparison.new_tokens} per generation. ")
 if helpers.HAS_GPU:
     extra_busy = busy[1] - busy[0]
-    text += f"The GPU-busy time per token went from {busy[0]:.2f} to {busy[1]:.2f} ms. "
-    if per_token.real and per_token.ratio > 1 and extra_launches > 0 and extra_busy < extra_ms:
-        text += (f"Of the {extra_ms:.1f} wall ms added per token, the GPU was busy for {extra_busy:.2f} ms "
-                 f"({100 * extra_busy / extra_ms:.0f}%); for the other {extra_ms - extra_busy:.1f} ms "
+    text += f"The GPU-busy time per token went from {busy[0]:.2f} to {busy[1]:.2f} GPU ms. "
+    if slowdown.real and extra_ms > 0 and extra_launches > 0 and extra_busy < extra_ms:
+        text += (f"Of the {extra_ms:.1f} wall ms added per token, the GPU was busy for {extra_busy:.2f} GPU ms "
+                 f"({100 * extra_busy / extra_ms:.0f}%); for the other {extra_ms - extra_busy:.1f} wall ms "
                  f"({100 * (1 - extra_busy / extra_ms):.0f}%), about {1e3 * (extra_ms - extra_busy) / extra_launches:.1f} µs "
                  f"per extra launch, it was waiting for the host to launch the next kernel. ")
     text += (f"The GPU sat idle {100 * profile_original.gpu_idle_fraction:.0f}% of each original token and "
@@ -247,9 +269,10 @@ helpers.show(helpers.compare(["full.tps_original", "full.tps_custom", "full.slow
                               "full.launches_per_token_original", "full.launches_per_token_custom"]))
 ORIGINAL_IDS = ("rmsnorm.tps_original", "matmul.tps_all_proj_rmsnorm_original", "full.tps_original")
 blog_originals = [helpers.blog(i) for i in ORIGINAL_IDS]  # the post's unmodified model, in three of its chapters
+blog_length = helpers.blog_numbers().set_index("id").loc["full.tps_original", "note"]  # the post's run length
 helpers.md(
     f"The blog's T4 run went from {helpers.blog('full.tps_original'):.2f} to {helpers.blog('full.tps_custom'):.2f} "
-    f"tokens/s, {helpers.blog('full.slowdown'):.2f}x slower, over 512 new tokens (the "
+    f"tokens/s, {helpers.blog('full.slowdown'):.2f}x slower, over {blog_length} (the "
     "post's original speed differs from chapter to chapter: " + ", ".join(f"{v:.2f}" for v in blog_originals)
     + " tokens/s, a hint of the noise between runs). "
     f"Yours is the median of {len(comparison.orders)} rounds of {comparison.new_tokens} new tokens: "
@@ -268,7 +291,7 @@ helpers.md(
 # are nearly tied, a tiny difference in the logits can flip the pick, and from then on the two models
 # continue different texts. To find where, each model generates `SIZES.new_tokens_full_stack` new tokens
 # once, greedily, from the prompt above. These generations are not timed (the speed comes from the rounds
-# above); at full size the custom model's takes about a minute, so a progress bar counts its forward
+# above); the custom model's is the longest generation of the series, so a progress bar counts its forward
 # passes, one per generated token.
 #
 # To see *why* they differ there, we run one forward pass of each model over the shared text up to that
@@ -381,8 +404,8 @@ if first >= 0:
 else:
     text = (f"The streams never differ over these {n} tokens. At the last step the largest logit difference "
             f"between the models was {logit_gap[-1]:.2e}, while the median top-2 margin was {median_margin:.3f}: "
-            "no pick was close enough to flip. Longer generations, lower precision or a deeper model make a "
-            "flip more likely.")
+            "no pick flipped (the figure below counts the steps where one could have). Longer generations, lower "
+            "precision or a deeper model make a flip more likely.")
 helpers.md(text)
 
 # %%
@@ -404,16 +427,19 @@ helpers.save_figure(fig, "full_stack_divergence")
 plt.show()
 closest = int(margins.argmin())
 n_smallest = int((margins == margins.min()).sum())
-# Each of the two top logits can move by up to logit_gap, so a flip needs margin < 2 * logit_gap.
-n_close = int((margins < 2 * logit_gap).sum())
+# The custom model's logits are the original's moved by at most logit_gap each, so the top-2 margin can shrink
+# by at most 2 * logit_gap: a flip needs margin <= 2 * logit_gap (at equality a tie, which goes to the lower
+# token id), and a step where the two models' logits are identical (logit_gap == 0) cannot flip at all.
+n_close = int(((margins <= 2 * logit_gap) & (logit_gap > 0)).sum())
 n_disagree = int((steps_original.argmax(-1) != steps_custom.argmax(-1)).sum())  # real flips in this pass
 helpers.md(
     f"Over the {len(margins)} steps shown, the two models' logits differed by at most "
     f"{logit_gap.max():.3g} (median {logit_gap.median():.3g}), while the original's top-2 margin had a median "
     f"of {margins.median():.3g} and dipped to {margins.min():.3g}, first at token {closest}"
     + (f" and {n_smallest} times in all" if n_smallest > 1 else "")
-    + ". Each of the two top logits can move by up to the largest difference between the models, so a pick "
-    f"can flip only where the margin is smaller than twice that difference: that was the case at {n_close} of "
+    + ". Each of the two top logits can move by up to the largest difference between the models at that step, "
+    "one up and the other down, so a pick can flip only where the margin is no larger than twice that "
+    f"difference (at exactly twice, the two tie): that was the case at {n_close} of "
     f"the {len(margins)} steps. In this forward pass the two models' top picks actually disagreed at "
     f"{n_disagree} of them; "
     + ("the red line marks the step where the generated streams first split." if first >= 0 else

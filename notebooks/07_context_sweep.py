@@ -38,8 +38,10 @@
 # Every point of the sweep is a `helpers.compare_configs` run: the original, the original again and the
 # fully custom model, one greedy generation each per round, in shuffled order, for several rounds. Each
 # round's custom time is divided by the original's time of the same round, so host noise that hits a
-# round hits both; the original against itself (the A/A floor) says how large that noise is. A second,
-# short run of the same kind with one new token per generation times the prefill alone.
+# round hits both; the original against itself (the A/A floor) says how large that noise is. Right after
+# each generation, in the same round, the same model generates one token more from the same prompt: one
+# forward pass over the prompt, the prefill alone. The prefill gets its own per-round ratios and its own
+# A/A floor the same way.
 
 # %%
 # Setup: find the repository (or fetch it on a fresh Colab runtime), install what is missing.
@@ -98,18 +100,27 @@ print(f"prompt lengths: {SIZES.context_prompts}; new tokens per generation: {N};
 # derived from it.
 
 # %%
-runs, prefills = {}, {}
+runs = {}
 for L in SIZES.context_prompts:
-    print(f"prompt of {L} tokens: {N} new tokens per generation, then 1 (the prefill alone)")
+    print(f"prompt of {L} tokens: {N} new tokens per generation, each followed by 1 (the prefill alone)")
     runs[L] = helpers.compare_configs(model, {CUSTOM: helpers.ALL_CUSTOM}, prompt_len=L, new_tokens=N,
                                       rounds=SIZES.rounds_sweep, tokenizer=tokenizer)
-    prefills[L] = helpers.compare_configs(model, {CUSTOM: helpers.ALL_CUSTOM}, prompt_len=L, new_tokens=1,
-                                          rounds=SIZES.rounds_sweep, tokenizer=tokenizer)
 
 
 def per_round(comparison, name, scale=1e3):
     """Median and quartiles of one configuration's per-round times (ms per generation by default)."""
     return helpers.Ratio.of([s * scale for s in comparison.seconds[name]])
+
+
+def prefill_per_round(comparison, name):
+    """Median and quartiles of one configuration's per-round prefill (its one-token generations), in ms."""
+    return helpers.Ratio.of([s * 1e3 for s in comparison.first_seconds[name]])
+
+
+def prefill_ratio(comparison, name):
+    """Round by round, ``name``'s prefill over the original's prefill of the same round (above 1: slower)."""
+    return helpers.Ratio.of([a / b for a, b in zip(comparison.first_seconds[name],
+                                                   comparison.first_seconds[ORIGINAL])])
 
 
 def tokens_per_s(comparison, name):
@@ -119,25 +130,32 @@ def tokens_per_s(comparison, name):
     return helpers.Ratio(comparison.tokens_per_s[name], r.low, r.high, r.values)
 
 
+lengths = list(SIZES.context_prompts)
+floors = {L: runs[L].floor for L in lengths}  # A/A floor of the whole generations
+pre_floors = {L: prefill_ratio(runs[L], helpers.ORIGINAL_AGAIN) for L in lengths}  # A/A floor of the prefills
+pre_ratios = {L: prefill_ratio(runs[L], CUSTOM) for L in lengths}
 rows = []
-for L in SIZES.context_prompts:
-    c, p = runs[L], prefills[L]
-    ratio, floor = c.ratios[CUSTOM], c.floor
+for L in lengths:
+    c = runs[L]
+    ratio, floor, pre, pre_floor = c.ratios[CUSTOM], c.floor, pre_ratios[L], pre_floors[L]
     rows.append({"prompt": L,
                  "tokens/s original": c.tokens_per_s[ORIGINAL], "tokens/s custom": c.tokens_per_s[CUSTOM],
                  "time ratio (x slower)": ratio.median, "quartiles": f"{ratio.low:.2f}-{ratio.high:.2f}",
                  "verdict": c.verdict(CUSTOM).text,
                  "A/A floor": floor.median, "A/A quartiles": f"{floor.low:.2f}-{floor.high:.2f}",
-                 "prefill wall ms original": per_round(p, ORIGINAL).median,
-                 "prefill wall ms custom": per_round(p, CUSTOM).median})
+                 "prefill wall ms original": c.prefill_ms(ORIGINAL), "prefill wall ms custom": c.prefill_ms(CUSTOM),
+                 "prefill ratio (x slower)": pre.median, "prefill quartiles": f"{pre.low:.2f}-{pre.high:.2f}",
+                 "prefill verdict": helpers.verdict(pre, pre_floor).text,
+                 "prefill A/A floor": pre_floor.median,
+                 "prefill A/A quartiles": f"{pre_floor.low:.2f}-{pre_floor.high:.2f}"})
 table = pd.DataFrame(rows)
 print(f"{N} new tokens per generation, median of {SIZES.rounds_sweep} shuffled rounds per prompt length; "
-      "prefill wall ms: wall time of a one-new-token generation, median of its own rounds")
+      "prefill wall ms: wall time of the one-token generation that follows each generation in the same round")
 helpers.show(table.round(3))
 helpers.save_sweep(table, "context_sweep")
 
-for L in SIZES.context_prompts:
-    c, p = runs[L], prefills[L]
+for L in lengths:
+    c = runs[L]
     note = f"prompt {L}, {N} new tokens"
     helpers.record(f"context.{L}.tps_original", c.tokens_per_s[ORIGINAL], "tokens/s",
                    f"{note}; median of {len(c.orders)} shuffled rounds, prefill included",
@@ -148,9 +166,9 @@ for L in SIZES.context_prompts:
     c.record(CUSTOM, f"context.{L}.ratio", note)
     c.record(helpers.ORIGINAL_AGAIN, f"context.{L}.floor", note + "; the original against itself")
     for name, tag in ((ORIGINAL, "original"), (CUSTOM, "custom")):
-        helpers.record(f"context.{L}.prefill_ms_{tag}", per_round(p, name).median, "ms",
-                       f"wall time of a one-new-token generation, prompt {L}; median of {len(p.orders)} "
-                       "shuffled rounds", spread=per_round(p, name))
+        helpers.record(f"context.{L}.prefill_ms_{tag}", c.prefill_ms(name), "ms",
+                       f"wall time of a one-token generation, prompt {L}, right after each {N}-token one; median of "
+                       f"{len(c.orders)} shuffled rounds", spread=prefill_per_round(c, name))
 
 # %% [markdown]
 # ## Reading a trend from every point
@@ -168,22 +186,22 @@ for L in SIZES.context_prompts:
 # Otherwise the reading is "no consistent trend", and it says why: the quartiles leave room for no
 # change at all (within the per-round spread), the change is smaller than what the series counts as
 # noise, or the points do not move one way. The same reading is applied to each model's generation and
-# prefill times.
+# prefill times, and to the prefill ratio; the prefill readings are judged against the prefill's own A/A
+# floors (the original's one-token generations against its own, round by round), shown in the table above.
 
 # %%
 read_trend, read_together = helpers.read_trend, helpers.read_together  # one reading, shared with chapter 8
 
-
-lengths = list(SIZES.context_prompts)
-floors = {L: runs[L].floor for L in lengths}
-pre_floors = {L: prefills[L].floor for L in lengths}
 WALL = "wall ms"  # the clock of every time in this chapter: wall time of whole generations
 trends = {
     "time ratio, all custom / original": read_trend({L: runs[L].ratios[CUSTOM] for L in lengths}, floors),
     "generation wall ms, original": read_trend({L: per_round(runs[L], ORIGINAL) for L in lengths}, floors, WALL),
     "generation wall ms, all custom": read_trend({L: per_round(runs[L], CUSTOM) for L in lengths}, floors, WALL),
-    "prefill wall ms, original": read_trend({L: per_round(prefills[L], ORIGINAL) for L in lengths}, pre_floors, WALL),
-    "prefill wall ms, all custom": read_trend({L: per_round(prefills[L], CUSTOM) for L in lengths}, pre_floors, WALL),
+    "prefill ratio, all custom / original": read_trend(pre_ratios, pre_floors),
+    "prefill wall ms, original": read_trend({L: prefill_per_round(runs[L], ORIGINAL) for L in lengths},
+                                            pre_floors, WALL),
+    "prefill wall ms, all custom": read_trend({L: prefill_per_round(runs[L], CUSTOM) for L in lengths},
+                                              pre_floors, WALL),
 }
 helpers.show(pd.DataFrame([
     {"quantity": q, "median at each prompt length": t.points, "last / first": round(t.change.median, 3),
@@ -192,14 +210,19 @@ helpers.show(pd.DataFrame([
 ratio_trend = trends["time ratio, all custom / original"]
 gen_o, gen_c = trends["generation wall ms, original"], trends["generation wall ms, all custom"]
 pre_o, pre_c = trends["prefill wall ms, original"], trends["prefill wall ms, all custom"]
+pre_trend = trends["prefill ratio, all custom / original"]
+floor_words = lambda fl: ", ".join(f"{L}: {fl[L].median:.2f} ({fl[L].low:.2f}-{fl[L].high:.2f})" for L in lengths)  # noqa: E731
 helpers.md(
     f"**The ratio.** From a {lengths[0]}-token to a {lengths[-1]}-token prompt, the all-custom model's time over "
     f"the original's **{ratio_trend.text}**. Every point: {ratio_trend.points}; the verdict at each length, "
-    f"against that run's A/A floor: {', '.join(f'{L}: {runs[L].verdict(CUSTOM).text}' for L in lengths)}.\n\n"
+    f"against that run's A/A floor: {', '.join(f'{L}: {runs[L].verdict(CUSTOM).text}' for L in lengths)} "
+    f"(A/A floors, median and quartiles: {floor_words(floors)}).\n\n"
     f"**Each model's generation time** ({N} new tokens, prefill included): the original's {gen_o.text}; "
     f"the custom model's {gen_c.text}: {read_together(gen_o, gen_c)}.\n\n"
-    f"**The prefill alone** (one new token): the original's {pre_o.text}; the custom model's "
-    f"{pre_c.text}: {read_together(pre_o, pre_c)}."
+    f"**The prefill alone** (the one-token generations): the original's {pre_o.text}; the custom model's "
+    f"{pre_c.text}: {read_together(pre_o, pre_c)}. The prefill ratio, custom over original, {pre_trend.text}. "
+    f"The prefill's own A/A floors (the original's one-token generations against its own, round by round): "
+    f"{floor_words(pre_floors)}."
     + ("" if helpers.HAS_GPU else "\n\nCPU mode: interpreter times on a tiny model and short prompts, "
        "good for following the method, not for conclusions about a GPU.")
 )
@@ -227,7 +250,7 @@ ax1.set_title("Does the slowdown hold as the prompt grows?")
 ax1.set_ylim(bottom=0)
 for name, marker, color in ((ORIGINAL, "o", "tab:blue"), (CUSTOM, "s", "tab:red")):
     errorbars(ax2, {L: tokens_per_s(runs[L], name) for L in lengths}, name, marker=marker, color=color)
-    errorbars(ax3, {L: per_round(prefills[L], name) for L in lengths}, f"prefill, {name}", marker=marker,
+    errorbars(ax3, {L: prefill_per_round(runs[L], name) for L in lengths}, f"prefill, {name}", marker=marker,
               color=color)
 ax2.set_ylabel("tokens/s (new tokens / generation time, prefill included)")
 ax2.set_title(f"tokens/s, {N} new tokens")
@@ -251,16 +274,16 @@ plt.show()
 # ## How much of a generation is prefill?
 #
 # The ratio of generation times mixes the two phases. Splitting each model's generation time (median of
-# its rounds) into the prefill (median of the one-token runs) and the rest shows which phase carries the
-# custom model's extra time, and whether that changes with the prompt. The two medians come from
-# separate runs, so the split is approximate; the rest is a time per generation (all the new tokens
-# after the first), not a time per token.
+# its rounds) into the prefill (median of the one-token generations of the same rounds) and the rest shows
+# which phase carries the custom model's extra time, and whether that changes with the prompt. A
+# difference of two medians is not the median of the differences, so the split is approximate; the rest is
+# a time per generation (all the new tokens after the first), not a time per token.
 
 # %%
 split = pd.DataFrame({"prompt": lengths})
 for name, tag in ((ORIGINAL, "original"), (CUSTOM, "custom")):
     split[f"generation wall ms {tag}"] = [per_round(runs[L], name).median for L in lengths]
-    split[f"prefill wall ms {tag}"] = [per_round(prefills[L], name).median for L in lengths]
+    split[f"prefill wall ms {tag}"] = [runs[L].prefill_ms(name) for L in lengths]
     split[f"rest wall ms {tag}"] = split[f"generation wall ms {tag}"] - split[f"prefill wall ms {tag}"]
 split["extra wall ms (custom - original)"] = split["generation wall ms custom"] - split["generation wall ms original"]
 split["extra in prefill %"] = 100 * (split["prefill wall ms custom"] - split["prefill wall ms original"]) / split[
@@ -305,11 +328,37 @@ helpers.md(
 # %% [markdown]
 # ## Takeaway
 #
-# - Prefill is where the context length enters: its work grows with the prompt, and its kernel count
-#   does not. Decode adds one token of KV cache per step and keeps its kernel count fixed.
-# - The custom kernels add a fixed number of launches to every step, whatever the context. Where launches
-#   set the pace, that is a fixed time per token; the split above shows how close your machine came.
-# - A trend needs every point and each point's spread: two ends can differ by noise alone. Read the ratio
-#   together with the prefill and the rest of the generation: they say which phase moved it.
-#
+# The readings below come from `read_trend` on this run's numbers (the table under "Reading a trend from
+# every point"), set beside the predictions made before the measurement.
+
+# %%
+predicted = {  # what the Predict section expected, as read_trend would word it
+    "prefill wall ms, original": "grew", "prefill wall ms, all custom": "grew",
+    "time ratio, all custom / original": "shrank",
+}
+helpers.show(pd.DataFrame([{"quantity": q, "predicted": w, "measured (read_trend)": trends[q].word,
+                            "prediction held": trends[q].word == w} for q, w in predicted.items()]))
+if pre_o.word == "grew":
+    prefill_words = (f"The original's prefill {pre_o.text}: the context length entered through the prefill, whose "
+                     "work grows with the prompt while its kernel count does not.")
+elif pre_o.word == "shrank":
+    prefill_words = (f"The original's prefill {pre_o.text}, against the prediction: in this run a longer prompt "
+                     "did not cost more wall time.")
+else:
+    prefill_words = (f"The original's prefill {pre_o.text} (A/A floors of the prefill: {floor_words(pre_floors)}). "
+                     "Its work grows with the prompt, but its kernel count does not; for its wall time to follow, "
+                     "the extra work has to outweigh the time spent launching, and over these lengths it did not "
+                     "by the series' rule.")
+helpers.md(
+    f"- **Prefill.** {prefill_words} The custom model's prefill {pre_c.text} ({read_together(pre_o, pre_c)}).\n"
+    f"- **The slowdown.** The all-custom model's time over the original's {ratio_trend.text}; each model's "
+    f"generation time: {read_together(gen_o, gen_c)}. The custom kernels add a fixed number of launches to every "
+    "step, whatever the context; the split above shows how much of each generation the prefill carried.\n"
+    "- **Reading a sweep.** A trend needs every point, each point's spread and the A/A floor of its run: two "
+    "ends can differ by noise alone. Read the ratio together with the prefill and the rest of the generation: "
+    "they say which phase moved it."
+    + ("" if helpers.HAS_GPU else "\n\nCPU mode: interpreter times on a tiny model and short prompts.")
+)
+
+# %% [markdown]
 # Chapter 8 gathers every number of the series into one table and reads the lessons off it.

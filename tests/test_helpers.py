@@ -29,9 +29,10 @@ def logits(model, ids, **kw):
 # --- Sizes and environment ----------------------------------------------------------------------
 def test_full_sizes_are_the_chapters_sizes():
     full = helpers.SIZES_BY_MODE["full"]
-    assert (full.prompt_len, full.new_tokens, full.new_tokens_full_stack, full.new_tokens_context) == (32, 64, 512, 32)
-    assert full.context_prompts == (128, 256, 512, 1024) and full.repeats == 3
+    assert (full.prompt_len, full.new_tokens, full.new_tokens_full_stack, full.new_tokens_context) == (32, 32, 384, 32)
+    assert full.context_prompts == (128, 256, 512, 1024)
     assert (full.rounds, full.rounds_sweep) == (8, 5)  # medians of 8 shuffled rounds held the A/A within 6%
+    assert full.rounds_kernel >= 5 and full.profile_tokens <= full.new_tokens
     assert full.add_n == 2**20 and full.add_sweep[0] == 2**12 and full.add_sweep[-1] == 2**26
     assert full.rmsnorm_sweep_rows == (1, 4, 16, 64, 256, 1024, 4096)
     assert full.matmul_shape == (128, 1024, 3072) and full.matmul_decode_shape[0] == 1
@@ -198,32 +199,13 @@ def test_patched_rejects_unknown_options(tiny):
 
 
 # --- Measurement --------------------------------------------------------------------------------
-@pytest.mark.parametrize("use_cache", [True, False])
-def test_measure_tps_generates_exactly_the_asked_tokens(tiny, use_cache):
-    tps = helpers.measure_tps(tiny, prompt_len=6, new_tokens=5, use_cache=use_cache, repeats=2)
-    assert tps.ids.shape == (5,)
-    assert len(tps.times_s) == 2 and tps.tokens_per_s > 0 and tps.prefill_ms > 0
-    assert tps.tokens_per_s == pytest.approx(5 / sorted(tps.times_s)[0]) or tps.tokens_per_s == pytest.approx(
-        5 / (sum(tps.times_s) / 2))  # median of two runs is their mean
-
-
-def test_measure_tps_warms_up_with_a_generation_as_long_as_the_timed_ones(tiny, monkeypatch):
-    """A shorter warm-up leaves the first timed run paying for the longer cache lengths (seen on the H200)."""
-    lengths = []
-    real = helpers._generate
-
-    def spy(model, ids, new_tokens, use_cache=True):
-        lengths.append(new_tokens)
-        return real(model, ids, new_tokens, use_cache)
-
-    monkeypatch.setattr(helpers, "_generate", spy)
-    helpers.measure_tps(tiny, prompt_len=4, new_tokens=40, repeats=2)
-    assert lengths == [40, 1, 1, 40, 40]  # warm-up, two prefill timings, two timed runs
-
-
 def test_patched_generation_runs_and_counts_launches(tiny):
     with helpers.patched(tiny, **ALL_SWAPS) as counts:
-        prof = helpers.profile_decode(tiny, prompt_len=6, new_tokens=3)
+        pass
+    result = helpers.compare_configs(tiny, {"swapped": ALL_SWAPS}, prompt_len=6, new_tokens=3, rounds=1,
+                                     profile=["swapped"])
+    prof = result.profile("swapped")
+    assert prof.wall_ms_per_token > 0 and prof.tokens_profiled == 3 == result.profiled_tokens
     cfg = tiny.config
     per_token = (2 * counts["rmsnorm"] + counts["attention_proj"] + counts["mlp_proj"] + counts["lm_head"]
                  + 3 * cfg.num_attention_heads * counts["attention"])
@@ -328,15 +310,17 @@ def test_launch_note_names_what_was_counted(monkeypatch):
 
 
 # --- Two clocks, interleaved comparisons, the verdict, pinning ---------------------------------
-def test_time_call_names_its_clocks_and_counts_launches():
+def test_the_two_clocks_and_the_launch_count_of_one_call():
     x = torch.randn(1000, device=helpers.DEVICE, dtype=helpers.DTYPE)
-    t = helpers.time_call(lambda: kernels.add(x, x), calls=2)
-    assert t.launches == 1
-    assert t.host_ms > 0
+    call = lambda: kernels.add(x, x)  # noqa: E731
+    assert helpers.launches_per_call(call) == 1
+    assert helpers.host_ms_per_call(call, calls=2) > 0
+    gpu_ms = helpers.gpu_ms_per_call(call)
+    t = helpers.KernelTime(gpu_ms, 1.0, 1)
     if helpers.HAS_GPU:
-        assert t.gpu_ms > 0 and "host" in t.host_clock
+        assert gpu_ms > 0 and "host" in t.host_clock
     else:  # CPU mode: one clock, the interpreter's, and it says so
-        assert t.gpu_ms is None and "interpreter" in t.host_clock
+        assert gpu_ms is None and "interpreter" in t.host_clock
 
 
 def test_launch_prices_time_an_empty_kernel_and_a_one_element_op():
@@ -377,7 +361,7 @@ def test_compare_configs_interleaves_shuffled_rounds_with_an_a_a_pair(tiny, monk
     """With a fake clock (2 s per generation with two-pass RMSNorms, 1 s otherwise) the ratios are exact."""
     def fake_generate(model, ids, new_tokens, use_cache=True):
         slow = any(isinstance(m, kernels.TritonRMSNorm) for m in model.modules())
-        return None, 2.0 if slow else 1.0
+        return None, (2.0 if slow else 1.0) * new_tokens / 8
 
     monkeypatch.setattr(helpers, "_generate", fake_generate)
     result = helpers.compare_configs(tiny, {"two-pass RMSNorm": dict(rmsnorm="two_pass")}, prompt_len=4,
@@ -499,23 +483,80 @@ def test_the_readme_headline_rows_come_from_the_catalogue():
 
 
 # --- The launch-budget model --------------------------------------------------------------------
+def _profile(launches, ours, busy, wall):
+    return helpers.DecodeProfile(launches, busy, wall, None, ours, 16)
+
+
 def test_launch_budget_model_on_made_up_numbers():
-    prices = helpers.LaunchPrices(triton_us=15.0, torch_us=6.0, calls=100)
-    per = helpers.fit_torch_launch_us(wall_ms=24.0, launches=1600)  # 15 us per launch, fitted on the original
-    assert per == pytest.approx(15.0)
-    assert helpers.predict_wall_ms(1600, 0, 3.4, per, prices) == pytest.approx(24.0)  # the fit reproduces itself
-    # 1000 PyTorch kernels and 2000 of ours: 1000 x 15 us + 2000 x (15 + 9) us
-    assert helpers.predict_wall_ms(3000, 2000, 10.0, per, prices) == pytest.approx(63.0)
-    # a GPU-bound configuration: the GPU's busy time wins
-    assert helpers.predict_wall_ms(10, 0, 5.0, per, prices) == 5.0
-    with pytest.raises(ValueError, match="launches must be positive"):
-        helpers.fit_torch_launch_us(24.0, 0)
+    # 15 us per PyTorch launch, 40 us per launch of ours, GPU time on top
+    original = _profile(1600, 0, 3.0, 1600 * 15e-3 + 3.0)
+    custom = _profile(3000, 2000, 10.0, 1000 * 15e-3 + 2000 * 40e-3 + 10.0)
+    judged = _profile(1000, 200, 2.0, 800 * 15e-3 + 200 * 40e-3 + 2.0)
+    budget = helpers.fit_launch_budget({"original": original, "custom": custom, "judged": judged},
+                                       ("original", "custom"))
+    assert budget.torch_us == pytest.approx(15.0) and budget.ours_us == pytest.approx(40.0)
+    assert budget.fitted_on == ("original", "custom")
+    assert budget.predict_ms(original) == pytest.approx(original.wall_ms_per_token)  # the fit reproduces itself
+    assert budget.predict_ms(judged) == pytest.approx(22.0)
+    assert budget.overlapped_ms(judged) == pytest.approx(20.0)  # the other bound: max(host, GPU)
+    assert budget.overlapped_ms(_profile(10, 0, 5.0, 5.0)) == 5.0  # GPU-bound: the GPU's time wins
+
+
+def test_launch_budget_refuses_what_it_cannot_fit():
+    a, b = _profile(1600, 0, 3.0, 27.0), _profile(3200, 0, 6.0, 54.0)  # the same mix: no second price
+    with pytest.raises(ValueError, match="same mix"):
+        helpers.fit_launch_budget({"a": a, "b": b}, ("a", "b"))
+    with pytest.raises(ValueError, match="fitted_on: name two of"):
+        helpers.fit_launch_budget({"a": a}, ("a", "missing"))
+    cpu = helpers.DecodeProfile(None, None, 5.0, None, 12, 4)
+    with pytest.raises(ValueError, match="CPU mode"):
+        helpers.fit_launch_budget({"a": cpu, "b": a}, ("a", "b"))
+
+
+def test_wall_time_per_token_comes_from_the_same_rounds(tiny, monkeypatch):
+    """A fake clock: 0.1 s of prefill plus 1 s (original) or 2 s (two-pass) per further token."""
+    def fake_generate(model, ids, new_tokens, use_cache=True):
+        slow = any(isinstance(m, kernels.TritonRMSNorm) for m in model.modules())
+        return None, 0.1 + (new_tokens - 1) * (2.0 if slow else 1.0)
+
+    monkeypatch.setattr(helpers, "_generate", fake_generate)
+    result = helpers.compare_configs(tiny, {"two-pass": dict(rmsnorm="two_pass")}, prompt_len=4, new_tokens=5,
+                                     rounds=3, profile=True)
+    assert result.decode_ms("two-pass").median == pytest.approx(2000.0)
+    assert result.prefill_ms(helpers.ORIGINAL) == pytest.approx(100.0)
+    assert result.decode_ratio("two-pass").median == pytest.approx(2.0)
+    prof = result.profile("two-pass")
+    assert prof.wall_ms_per_token == pytest.approx(2000.0) and set(result.counts) == {helpers.ORIGINAL, "two-pass"}
+    assert "wall ms per decoded token" in result.table(per_token=True).columns
+    with pytest.raises(KeyError, match="was not profiled"):
+        result.profile(helpers.ORIGINAL_AGAIN)
+    with pytest.raises(ValueError, match="not configurations here"):
+        helpers.compare_configs(tiny, {}, prompt_len=4, new_tokens=5, rounds=1, profile=["nope"])
+    single = helpers.compare_configs(tiny, {}, prompt_len=4, new_tokens=1, rounds=1)
+    with pytest.raises(ValueError, match="needs new_tokens > 1"):
+        single.decode_ms(helpers.ORIGINAL)
+
+
+def test_compare_calls_has_its_own_a_a_floor(monkeypatch):
+    clock = {"fast": 1.0, "slow": 3.0}
+    monkeypatch.setattr(helpers, "gpu_ms_per_call", lambda fn: clock[fn()])
+    monkeypatch.setattr(helpers, "host_ms_per_call", lambda fn, calls=None, repeats=5: clock[fn()])
+    result = helpers.compare_calls({"ours": lambda: "slow"}, lambda: "fast", rounds=4)
+    assert result.ratios["ours"].median == 3.0 and result.floor.median == 1.0
+    assert result.verdict("ours").text == "3.00x slower" and result.rounds == 4
+    assert result.ms[helpers.REFERENCE] == 1.0
+    with pytest.raises(ValueError, match="rounds must be at least 1"):
+        helpers.compare_calls({"ours": lambda: "slow"}, lambda: "fast", rounds=0)
+    with pytest.raises(TypeError, match=r"calls\['ours'\] must be a zero-argument callable"):
+        helpers.compare_calls({"ours": 3}, lambda: "fast", rounds=1)
+    with pytest.raises(ValueError, match="at least one call"):
+        helpers.compare_calls({}, lambda: "fast", rounds=1)
 
 
 def test_a_comparison_records_its_ratio_with_quartiles_and_verdict(tiny, tmp_path, monkeypatch):
     monkeypatch.setattr(helpers, "RESULTS_DIR", tmp_path)
     monkeypatch.setattr(helpers, "_generate", lambda model, ids, n, use_cache=True:
-                        (None, 1.0 if use_cache else 3.0))
+                        (None, n * (1.0 if use_cache else 3.0)))
     result = helpers.compare_configs(tiny, {"no cache": dict(use_cache=False)}, prompt_len=4, new_tokens=4, rounds=3)
     v = result.record("no cache", "full.slowdown")
     row = helpers.results(tmp_path / "results.csv").set_index("id").loc["full.slowdown"]
@@ -538,6 +579,33 @@ def test_reproduce_sets_a_kernel_ratio_beside_the_committed_one(tmp_path):
         helpers.reproduce(ids=["add.made_up"])
 
 
+def test_reproduce_reads_a_comparison_the_caller_already_ran(tiny, tmp_path, monkeypatch):
+    import pandas as pd
+
+    def fake_generate(model, ids, n, use_cache=True):
+        return None, n * (4.0 if any(isinstance(m, kernels.TritonRMSNorm) for m in model.modules()) else 1.0)
+
+    monkeypatch.setattr(helpers, "_generate", fake_generate)
+    committed = tmp_path / "results.csv"
+    pd.DataFrame([{"id": "rmsnorm.tps_slowdown", "value": 5.0, "unit": "x slower"}]).to_csv(committed, index=False)
+    comparison = helpers.compare_configs(tiny, helpers.reproduce_configs(["rmsnorm.tps_slowdown"]), prompt_len=4,
+                                         new_tokens=3, rounds=2)
+    row = helpers.reproduce(tiny, ids=["rmsnorm.tps_slowdown"], committed=committed,
+                            comparison=comparison).set_index("id").loc["rmsnorm.tps_slowdown"]
+    assert row["yours"] == 4.0 and row["deviation %"] == pytest.approx(-20.0) and row["A/A floor"] == 1.0
+    with pytest.raises(ValueError, match="has no"):
+        helpers.reproduce(tiny, ids=["full.slowdown"], committed=committed, comparison=comparison)
+
+
 def test_reproduced_ratios_are_catalogued_ratios():
     for rid in helpers.REPRODUCE_CONFIGS:
         assert helpers.catalogue_entry(rid)["unit"] == "x slower", rid
+
+
+def test_progress_bars_hide_when_asked(monkeypatch):
+    """run_series --write-outputs sets TQDM_DISABLE: a stored notebook would keep a widget's "0%"."""
+    monkeypatch.setenv("TQDM_DISABLE", "1")
+    assert helpers.progress(range(3)).disable
+    monkeypatch.delenv("TQDM_DISABLE")
+    bar = helpers.progress(range(3))
+    assert not bar.disable and list(bar) == [0, 1, 2]

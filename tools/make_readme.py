@@ -107,7 +107,8 @@ def results_table() -> str:
 # (file in figures/h200/, caption): the figures that tell the story, shown once the H200 run has made them
 FIGURES = [
     ("full_stack_time_per_token.png", "Where a decoded token's time goes, original against all-custom (chapter 6)"),
-    ("lessons_launch_budget.png", "Launches per token against tokens/s across every configuration (chapter 8)"),
+    ("lessons_launch_budget.png", "The launch budget: predicted against measured wall ms per decoded token, every "
+     "configuration (chapter 8)"),
     ("context_sweep.png", "The slowdown as the prompt grows from 128 to 1024 tokens (chapter 7)"),
 ]
 

@@ -4,7 +4,8 @@
     python tools/reproduce.py --ids full.slowdown add.ratio
     python tools/reproduce.py --commit        # also write figures/<gpu>/reproduce.csv (tracked)
 
-Kernel ratios are GPU time (CUDA-graph replay) at the chapters' shapes; tokens/s ratios come from one
+Kernel ratios are GPU time (CUDA-graph replay) at the chapters' shapes, against the PyTorch call and the PyTorch
+call against itself (their A/A floor), in shuffled rounds; tokens/s ratios come from one
 interleaved comparison in shuffled rounds with the original against itself (the A/A floor). Without
 --commit the table goes to runs/<gpu>/reproduce.csv. Chapter 8's re-measure cell runs the same code.
 """

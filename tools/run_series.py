@@ -61,6 +61,8 @@ def main() -> int:
     jupyter_path = os.pathsep.join(p for p in (str(kernels), os.environ.get("JUPYTER_PATH")) if p)
     env = dict(os.environ, SLOWER_MODE=helpers.MODE, SLOWER_RESULTS_ROOT=str(helpers.RESULTS_ROOT),
                JUPYTER_PATH=jupyter_path)
+    if args.write_outputs:  # a stored notebook keeps a progress widget's first state ("0%"), not its last
+        env["TQDM_DISABLE"] = "1"
     bar = tqdm(chapters, desc="series", unit="chapter")
     for nb in bar:
         bar.set_postfix_str(nb.stem)
