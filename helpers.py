@@ -739,6 +739,96 @@ def fit_launch_budget(profiles: dict, fitted_on: tuple) -> LaunchBudget:
     return LaunchBudget(torch_us=(e * d - b * f) / det, ours_us=(a * f - e * c) / det, fitted_on=tuple(fitted_on))
 
 
+# --- A decode step without the host: a static KV cache and one CUDA graph per step -------------
+class GraphDecoder:
+    """Greedy generation with a static KV cache, one whole decode step replayed from a CUDA graph.
+
+    Eager ``generate()`` launches every kernel of a decode step from Python, ~1,650 of them per token for
+    Qwen3-0.6B; here the step is captured once (``torch.cuda.graph``) and each token costs one graph
+    launch. The step is self-contained on the GPU: it reads the current token and position from static
+    tensors, writes the next token into the output buffer at its index, and advances both, so no value
+    goes back to the host until the end. The prefill runs eagerly (its length varies).
+
+    transformers' ``StaticCache`` keeps its own write position per layer (``cumulative_length``, a GPU
+    tensor advanced by every ``update``), so warm-up and capture advance it too: ``generate`` resets the
+    cache before each generation. ``max_len`` bounds prompt + new tokens (past it the cache's
+    ``index_copy_`` fails on the GPU). Without a GPU the same step runs eagerly (``graphed`` is False):
+    the tokens are the same, the speed is not the point there.
+    """
+
+    def __init__(self, model, max_len: int, use_graph: bool | None = None):
+        from transformers import StaticCache
+
+        if not isinstance(max_len, int) or max_len < 2:
+            raise ValueError(f"max_len must be an int >= 2 (prompt + new tokens), got {max_len!r}")
+        self.model, self.max_len = model, max_len
+        self.graphed = HAS_GPU if use_graph is None else bool(use_graph)
+        if self.graphed and not HAS_GPU:
+            raise ValueError("use_graph=True needs a CUDA GPU; CPU mode runs the decode step eagerly")
+        device = next(model.parameters()).device
+        self.cache = StaticCache(config=model.config, max_cache_len=max_len)
+        self.token = torch.zeros(1, 1, dtype=torch.long, device=device)     # the token the step reads
+        self.position = torch.zeros(1, 1, dtype=torch.long, device=device)  # its position in the sequence
+        self.out = torch.zeros(max_len, dtype=torch.long, device=device)    # every generated token, by position
+        self.graph = None
+
+    def _step(self) -> None:
+        """One decode step, entirely on the device: forward, argmax, store, advance."""
+        logits = self.model(input_ids=self.token, position_ids=self.position, past_key_values=self.cache,
+                            use_cache=True).logits
+        nxt = logits[:, -1].argmax(dim=-1, keepdim=True)
+        self.position.add_(1)
+        self.out.index_copy_(0, self.position[0], nxt[0])
+        self.token.copy_(nxt)
+
+    def _prefill(self, ids: torch.Tensor) -> None:
+        """Reset the cache, run the prompt eagerly, and leave its next token and position in place."""
+        self.cache.reset()
+        p = ids.shape[1]
+        logits = self.model(input_ids=ids, past_key_values=self.cache, use_cache=True).logits
+        self.token.copy_(logits[:, -1].argmax(dim=-1, keepdim=True))
+        self.position.fill_(p)
+        self.out.zero_()
+        self.out[p] = self.token[0, 0]
+
+    def _capture(self, ids: torch.Tensor) -> None:
+        """Warm up on a side stream (as torch.cuda.graphs asks), then capture one step."""
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(2):
+                self._step()
+        torch.cuda.current_stream().wait_stream(stream)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self._step()
+
+    @torch.inference_mode()
+    def generate(self, ids: torch.Tensor, new_tokens: int) -> tuple[torch.Tensor, float]:
+        """Greedy: exactly ``new_tokens`` new ids (1-D, on the CPU) and the wall seconds it took (prefill
+        included, capture excluded: the first call captures the step before its timed part)."""
+        if ids.dim() != 2 or ids.shape[0] != 1:
+            raise ValueError(f"ids must be [1, prompt_len] (batch size 1), got shape {tuple(ids.shape)}")
+        p = ids.shape[1]
+        if new_tokens < 1 or p + new_tokens > self.max_len:
+            raise ValueError(f"new_tokens must be in [1, max_len - prompt_len] = [1, {self.max_len - p}], "
+                             f"got {new_tokens}")
+        if self.graphed and self.graph is None:
+            self._prefill(ids)
+            self._capture(ids)
+        _sync()
+        start = time.perf_counter()
+        self._prefill(ids)
+        for _ in range(new_tokens - 1):
+            if self.graphed:
+                self.graph.replay()
+            else:
+                self._step()
+        new = self.out[p:p + new_tokens].cpu()  # the one read back to the host
+        seconds = time.perf_counter() - start
+        return new, seconds
+
+
 # --- Interleaved comparisons and the verdict ----------------------------------------------------
 ORIGINAL, ORIGINAL_AGAIN = "original", "original (again)"  # the A/A pair: the original against itself
 MIN_EFFECT = 0.05  # the smallest change (5%) the series calls real, however quiet the host
@@ -812,7 +902,9 @@ class Comparison:
         return self.ratios[ORIGINAL_AGAIN]
 
     def verdict(self, name: str) -> Verdict:
-        return verdict(self.ratios[name], self.floor)
+        """``name`` against this run's A/A floor; the floor itself against the minimum effect alone (judged
+        against itself it could never stand out, and a floor that does says the host was noisy)."""
+        return verdict(self.ratios[name], None if name == ORIGINAL_AGAIN else self.floor)
 
     def prefill_ms(self, name: str) -> float:
         """Median wall ms of a 1-token generation (one forward pass over the prompt) in the same rounds."""
@@ -980,7 +1072,8 @@ class CallComparison:
         return self.ratios[REFERENCE_AGAIN]
 
     def verdict(self, name: str) -> Verdict:
-        return verdict(self.ratios[name], self.floor)
+        """As ``Comparison.verdict``: the floor itself is judged against the minimum effect alone."""
+        return verdict(self.ratios[name], None if name == REFERENCE_AGAIN else self.floor)
 
     def record(self, name: str, id: str, note: str = "") -> Verdict:
         v = self.verdict(name)
@@ -1038,7 +1131,7 @@ def read_trend(points: dict, floors: dict | None = None, unit: str = "x", along:
 
     ``points``: {prompt length: Ratio} (median and quartiles of the per-round values); ``floors``:
     {prompt length: the A/A floor of that run}. "grew"/"shrank" only when the medians move one way at
-    every step and the change from the first point to the last is outside the noise by ``helpers.verdict``
+    every step (a step smaller than the noise threshold counts as flat) and the change from the first point to the last is outside the noise by ``helpers.verdict``
     (last over first, with the widest quartile bounds the two points allow, against the noisier end's A/A
     floor). Otherwise "no consistent trend", with the reason.
     """
@@ -1049,7 +1142,8 @@ def read_trend(points: dict, floors: dict | None = None, unit: str = "x", along:
     floor = max(ends, key=lambda f: abs(f.median - 1)) if ends else None
     v = verdict(change, floor)
     medians = [points[L].median for L in lengths]
-    steps = [b - a for a, b in zip(medians, medians[1:])]
+    # a step smaller than the noise threshold is flat: it neither breaks nor makes a direction
+    steps = [0.0 if max(a, b) / min(a, b) - 1 < v.noise else b - a for a, b in zip(medians, medians[1:])]
     one_way = all(s >= 0 for s in steps) or all(s <= 0 for s in steps)
     fmt = (lambda x: f"{x:.2f}x") if unit == "x" else (lambda x: f"{x:.1f} {unit}")
     every = ", ".join(f"{L}: {fmt(m)}" for L, m in zip(lengths, medians))
@@ -1439,7 +1533,9 @@ def generation_progress(model, total: int | None = None, desc: str = "generating
     """A progress bar that advances once per forward pass of ``model`` (one per generated token) while the
     ``with`` block runs: for single measurements that take minutes. The block's work is unchanged; the hook
     adds one counter update, microseconds, to each forward pass."""
-    bar = progress(None, desc=desc, total=total, unit="forward", mininterval=1.0)
+    # no rate in the bar: forwards per second under a progress hook is not a clock the series reports
+    bar = progress(None, desc=desc, total=total, unit="forward", mininterval=1.0,
+                   bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}]")
 
     def advance(_module, _args, _output):
         bar.update()  # returns nothing: a forward hook that returns a value replaces the model's output

@@ -609,3 +609,58 @@ def test_progress_bars_hide_when_asked(monkeypatch):
     monkeypatch.delenv("TQDM_DISABLE")
     bar = helpers.progress(range(3))
     assert not bar.disable and list(bar) == [0, 1, 2]
+
+
+def test_a_trend_ignores_steps_inside_the_noise():
+    R = helpers.Ratio.of
+    points = {128: R([1.0, 0.98, 1.02]), 256: R([1.5, 1.48, 1.52]), 512: R([1.49, 1.47, 1.51]), 1024: R([2.0, 1.98, 2.02])}
+    assert helpers.read_trend(points).word == "grew"  # 1.50 -> 1.49 is flat, not a step down
+    points[512] = R([1.2, 1.18, 1.22])  # a real step down: no consistent trend
+    assert "not one way" in helpers.read_trend(points).text
+    assert "with the rows" in helpers.read_trend({1: R([1.0]), 2: R([2.0])}, along="the rows").text
+
+
+def test_a_noisy_floor_stands_out_of_the_minimum_effect():
+    """Judged against itself a floor could never stand out; against the 5% minimum a noisy host shows."""
+    noisy = helpers.Ratio.of([1.14, 1.16, 1.18, 1.2])
+    result = helpers.Comparison({}, {}, {helpers.ORIGINAL_AGAIN: noisy, "swap": helpers.Ratio.of([2.0] * 4)}, [], 4, 8)
+    assert result.verdict(helpers.ORIGINAL_AGAIN).text == "1.17x slower"
+    assert helpers.verdict(noisy, noisy).text == "within noise"  # judged against itself: always quiet
+    assert result.verdict("swap").text == "2.00x slower"
+    calls = helpers.CallComparison({}, {helpers.REFERENCE_AGAIN: noisy}, "GPU time", 4)
+    assert calls.verdict(helpers.REFERENCE_AGAIN).text == "1.17x slower"
+
+
+# --- The decode step without the host -----------------------------------------------------------
+def test_graph_decoder_generates_what_generate_does(tiny):
+    ids = helpers.make_prompt(5, vocab_size=tiny.config.vocab_size)
+    expected, _ = helpers._generate(tiny, ids, 6)
+    decoder = helpers.GraphDecoder(tiny, max_len=16)
+    assert decoder.graphed == helpers.HAS_GPU
+    for _ in range(2):  # the cache is reset between generations: the second is the same as the first
+        new, seconds = decoder.generate(ids, 6)
+        assert torch.equal(new, expected.cpu()) and seconds > 0
+    shorter, _ = decoder.generate(ids[:, :3], 4)  # another prompt length, the same captured step
+    assert torch.equal(shorter, helpers._generate(tiny, ids[:, :3], 4)[0].cpu())
+
+
+@pytest.mark.skipif(not helpers.HAS_GPU, reason="CUDA graphs need a GPU")
+def test_graph_replay_generates_what_the_eager_step_does(tiny):
+    ids = helpers.make_prompt(5, vocab_size=tiny.config.vocab_size)
+    eager = helpers.GraphDecoder(tiny, max_len=32, use_graph=False).generate(ids, 20)[0]
+    graphed = helpers.GraphDecoder(tiny, max_len=32, use_graph=True)
+    assert graphed.graphed and torch.equal(graphed.generate(ids, 20)[0], eager)
+
+
+def test_graph_decoder_rejects_bad_input(tiny):
+    with pytest.raises(ValueError, match="max_len must be an int >= 2"):
+        helpers.GraphDecoder(tiny, max_len=1)
+    decoder = helpers.GraphDecoder(tiny, max_len=8, use_graph=False)
+    ids = helpers.make_prompt(5, vocab_size=tiny.config.vocab_size)
+    with pytest.raises(ValueError, match=r"new_tokens must be in \[1, max_len - prompt_len\] = \[1, 3\]"):
+        decoder.generate(ids, 4)
+    with pytest.raises(ValueError, match="batch size 1"):
+        decoder.generate(ids[0], 2)
+    if not helpers.HAS_GPU:
+        with pytest.raises(ValueError, match="use_graph=True needs a CUDA GPU"):
+            helpers.GraphDecoder(tiny, max_len=8, use_graph=True)
