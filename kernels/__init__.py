@@ -19,6 +19,9 @@ INTERPRET: bool = bool(triton.knobs.runtime.interpret)  # True when kernels run 
 from .add import add, empty  # noqa: E402
 from .attention import attention_slow, attention_torch_ops  # noqa: E402
 from .configs import DEFAULT_TILE, TILE_CONFIGS, TileConfig  # noqa: E402
+from .fast_attention import decode_attention, prefill_attention  # noqa: E402
+from .fused import add_rmsnorm, add_rmsnorm_, rmsnorm_rope, rope, swiglu, swiglu_packed  # noqa: E402
+from .gemv import GEMV_MAX_M, FusedLinear, GemvConfig, GemvLinear, gemv, gemv_config, small_m_linear  # noqa: E402
 from .launches import count_launches  # noqa: E402
 from .matmul import linear, matmul  # noqa: E402
 from .modules import TritonLinear, TritonRMSNorm  # noqa: E402
@@ -40,6 +43,21 @@ __all__ = [
     "attention_torch_ops",
     "attention_slow",
     "count_launches",
+    "decode_attention",
+    "prefill_attention",
+    "GEMV_MAX_M",
+    "GemvConfig",
+    "gemv_config",
+    "gemv",
+    "small_m_linear",
+    "GemvLinear",
+    "FusedLinear",
+    "swiglu",
+    "swiglu_packed",
+    "add_rmsnorm",
+    "add_rmsnorm_",
+    "rope",
+    "rmsnorm_rope",
     "TritonRMSNorm",
     "TritonLinear",
 ]

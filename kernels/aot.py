@@ -12,11 +12,32 @@ replaces the compiler; run it in a process started with TRITON_INTERPRET=0:
 import json
 from dataclasses import dataclass
 
+import torch
 import triton
 
 from . import INTERPRET
 from .add import add_kernel, empty_kernel
 from .configs import ELEMENTWISE_BLOCK_SIZE, TILE_CONFIGS, row_block_size, row_num_warps
+from .fast_attention import (
+    MAX_HEAD_DIM,
+    MAX_SPLITS,
+    combine_meta,
+    decode_attention_kernel,
+    decode_combine_kernel,
+    decode_meta,
+    prefill_attention_kernel,
+    prefill_meta,
+)
+from .fused import (
+    SWIGLU_MIN_BLOCK_SIZE,
+    add_rmsnorm_kernel,
+    rmsnorm_rope_kernel,
+    rope_kernel,
+    rope_num_warps,
+    swiglu_kernel,
+    swiglu_num_warps,
+)
+from .gemv import gemv_config, gemv_kernel
 from .matmul import matmul_kernel
 from .rmsnorm import rmsnorm_fused_kernel, rmsnorm_inv_rms_kernel, rmsnorm_scale_kernel
 from .softmax import softmax_kernel
@@ -24,6 +45,11 @@ from .softmax import softmax_kernel
 ROW_SIZES = (128, 1024, 8192)  # row lengths compiled for the row kernels (head dim, hidden, a long row)
 T4_SHARED_MEMORY = 64 * 1024  # bytes of shared memory one block may use on sm_75
 DEFAULT_TARGETS = ((75, "fp16"), (75, "fp32"), (90, "fp16"), (90, "fp32"))
+ATTENTION_HEAD_DIMS = (64, 128, MAX_HEAD_DIM)  # the blog's, Qwen3-0.6B's, the largest allowed
+# (M, N, K) whose gemv_config tiles are compiled: Qwen3-0.6B's decode shapes (lm_head, o/k/v, down, q,
+# gate/up, fused qkv, fused gate-up) and small M
+GEMV_SHAPES = ((1, 151936, 1024), (1, 1024, 1024), (1, 1024, 3072), (1, 2048, 1024), (1, 4096, 1024),
+               (1, 6144, 1024), (4, 6144, 1024), (16, 151936, 1024))
 
 
 @dataclass(frozen=True)
@@ -46,6 +72,12 @@ class CompileSpec:
 # (fp16 or fp32), "*fp32" to an fp32 buffer, "i32" a size or stride, "fp32" a Python float.
 # Arguments not listed are constexprs.
 _ROW = dict(n_cols="i32", stride_xm="i32", stride_om="i32")
+_KV = dict(k_ptr="*T", v_ptr="*T", stride_kb="i32", stride_kh="i32", stride_kt="i32",
+           stride_vb="i32", stride_vh="i32", stride_vt="i32")
+_ROPE = dict(seq_len="i32", n_q_heads="i32", half_dim="i32",
+             stride_qb="i32", stride_qh="i32", stride_qs="i32", stride_kb="i32", stride_kh="i32", stride_ks="i32",
+             stride_qob="i32", stride_qoh="i32", stride_qos="i32", stride_kob="i32", stride_koh="i32", stride_kos="i32",
+             stride_cb="i32", stride_cs="i32")
 _ARG_TYPES = {
     add_kernel: dict(x_ptr="*T", y_ptr="*T", out_ptr="*T", n_elements="i32"),
     empty_kernel: dict(x_ptr="*T"),
@@ -57,6 +89,26 @@ _ARG_TYPES = {
         a_ptr="*T", b_ptr="*T", c_ptr="*T", M="i32", N="i32", K="i32",
         stride_am="i32", stride_ak="i32", stride_bk="i32", stride_bn="i32", stride_cm="i32", stride_cn="i32",
     ),
+    decode_attention_kernel: dict(
+        q_ptr="*T", out_ptr="*T", part_ptr="*fp32", lse_ptr="*fp32", kv_len_ptr="*i64", n_keys="i32", chunk="i32",
+        group="i32", qk_scale="fp32", stride_qb="i32", stride_qh="i32", **_KV,
+    ),
+    decode_combine_kernel: dict(part_ptr="*fp32", lse_ptr="*fp32", out_ptr="*T", num_splits="i32"),
+    prefill_attention_kernel: dict(
+        q_ptr="*T", out_ptr="*T", n_queries="i32", n_keys="i32", group="i32", qk_scale="fp32",
+        stride_qb="i32", stride_qh="i32", stride_qs="i32", **_KV,
+    ),
+    gemv_kernel: dict(
+        x_ptr="*T", w_ptr="*T", b_ptr="*T", y_ptr="*T", M="i32", N="i32", K="i32",
+        stride_xm="i32", stride_wn="i32", stride_ym="i32",
+    ),
+    swiglu_kernel: dict(gate_ptr="*T", up_ptr="*T", out_ptr="*T", n_cols="i32", stride_gm="i32", stride_um="i32",
+                        stride_om="i32"),
+    add_rmsnorm_kernel: dict(x_ptr="*T", res_ptr="*T", w_ptr="*T", y_ptr="*T", r_ptr="*T", n_cols="i32",
+                             stride_xm="i32", stride_resm="i32", stride_ym="i32", stride_rm="i32", eps="fp32"),
+    rope_kernel: dict(q_ptr="*T", k_ptr="*T", cos_ptr="*T", sin_ptr="*T", q_out_ptr="*T", k_out_ptr="*T", **_ROPE),
+    rmsnorm_rope_kernel: dict(q_ptr="*T", k_ptr="*T", q_w_ptr="*T", k_w_ptr="*T", cos_ptr="*T", sin_ptr="*T",
+                              q_out_ptr="*T", k_out_ptr="*T", **_ROPE, eps="fp32"),
 }  # fmt: skip
 
 
@@ -67,6 +119,13 @@ def _spec(kernel, label: str, dtype: str, constexprs: dict, **options) -> Compil
     missing = {arg for arg, t in signature.items() if t == "constexpr" and arg not in constexprs}
     assert not missing, f"{kernel.fn.__name__}: no value for the constexprs {missing}"
     return CompileSpec(kernel, label, dtype, signature, constexprs, options)
+
+
+def _meta_spec(kernel, label: str, dtype: str, meta: dict, **constexprs) -> CompileSpec:
+    """A spec from a launcher's meta dict (constexprs, num_warps, num_stages), plus more constexprs."""
+    meta = dict(meta, **constexprs)
+    options = {key: meta.pop(key) for key in ("num_warps", "num_stages") if key in meta}
+    return _spec(kernel, label, dtype, meta, **options)
 
 
 def compile_specs(dtype: str = "fp16") -> list[CompileSpec]:
@@ -82,11 +141,41 @@ def compile_specs(dtype: str = "fp16") -> list[CompileSpec]:
             specs.append(
                 _spec(kernel, f"BLOCK_SIZE={block}", dtype, dict(BLOCK_SIZE=block), num_warps=row_num_warps(block))
             )
+    block = ELEMENTWISE_BLOCK_SIZE  # swiglu: the block sizes swiglu_block_size can pick
+    while block >= SWIGLU_MIN_BLOCK_SIZE:
+        specs.append(_spec(swiglu_kernel, f"BLOCK_SIZE={block}", dtype, dict(BLOCK_SIZE=block),
+                           num_warps=swiglu_num_warps(block)))
+        block //= 2
+    for n_cols in ROW_SIZES:
+        block = row_block_size(n_cols)
+        specs.append(_spec(add_rmsnorm_kernel, f"BLOCK_SIZE={block}", dtype, dict(BLOCK_SIZE=block),
+                           num_warps=row_num_warps(block)))
+    for head_dim in (16, 64, 128, 256):
+        block = row_block_size(head_dim // 2)
+        for kernel in (rope_kernel, rmsnorm_rope_kernel):
+            specs.append(_spec(kernel, f"BLOCK_HALF={block}", dtype, dict(BLOCK_HALF=block),
+                               num_warps=rope_num_warps(block)))
     for tile in TILE_CONFIGS.values():
         blocks = dict(BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, BLOCK_K=tile.block_k)
         specs.append(
             _spec(matmul_kernel, tile.name, dtype, blocks, num_warps=tile.num_warps, num_stages=tile.num_stages)
         )
+    for config in dict.fromkeys(gemv_config(*shape) for shape in GEMV_SHAPES):  # distinct tiles, in order
+        blocks = dict(BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k)
+        for has_bias in (False, True):
+            specs.append(_spec(gemv_kernel, config.name + ("_bias" if has_bias else ""), dtype,
+                               dict(blocks, HAS_BIAS=has_bias), num_warps=config.num_warps))
+    torch_dtype = {"fp16": torch.float16, "fp32": torch.float32}[dtype]
+    for D in ATTENTION_HEAD_DIMS:
+        decode = decode_meta(D, torch_dtype)
+        for split, on_device in ((False, False), (True, True)):  # each flag's both code paths
+            specs.append(_meta_spec(decode_attention_kernel, f"D={D} split={split} kv_len_on_device={on_device}",
+                                    dtype, decode, SPLIT=split, KV_LEN_ON_DEVICE=on_device))
+        specs.append(_meta_spec(decode_combine_kernel, f"D={D} splits={MAX_SPLITS}", dtype,
+                                combine_meta(D, MAX_SPLITS)))
+        for causal in (True, False):
+            specs.append(_meta_spec(prefill_attention_kernel, f"D={D} causal={causal}", dtype,
+                                    prefill_meta(D, torch_dtype), CAUSAL=causal))
     return specs
 
 
