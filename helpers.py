@@ -858,6 +858,7 @@ class Verdict:
     real: bool      # outside the noise: the words may say slower or faster
     ratio: float
     noise: float    # the threshold used: a ratio within 1 +- noise is "within noise"
+    reason: str = ""  # why "within noise": which rule held it back (empty when real)
 
 
 def noise_threshold(floor: Ratio | None = None) -> float:
@@ -872,14 +873,22 @@ def verdict(ratio: Ratio | float, floor: Ratio | None = None) -> Verdict:
 
     Real when the median is beyond ``1 + noise`` or below ``1 / (1 + noise)`` (``noise_threshold(floor)``)
     and, where per-round values exist, the middle half of them (the quartiles) lies on the same side of 1.
+    ``Verdict.reason`` says which rule held a "within noise" back: the 5% minimum, the floor, or the
+    quartiles, so that a reading never calls a 0.1% floor "noise" when the minimum effect decided.
     """
     r = ratio if isinstance(ratio, Ratio) else Ratio.of([ratio])
     noise = noise_threshold(floor)
     same_side = r.low > 1 or r.high < 1
     # symmetric in log space: "x slower" beyond 1 + noise, "x faster" below 1 / (1 + noise)
-    real = (r.median > 1 + noise or r.median < 1 / (1 + noise)) and same_side
-    if not real:
-        return Verdict("within noise", False, r.median, noise)
+    beyond = r.median > 1 + noise or r.median < 1 / (1 + noise)
+    if not (beyond and same_side):
+        if not beyond:
+            reason = (f"closer to 1 than the series' smallest real effect ({100 * MIN_EFFECT:.0f}%)"
+                      if noise == MIN_EFFECT else
+                      f"closer to 1 than twice the A/A floor's distance from 1 ({100 * noise:.0f}%)")
+        else:
+            reason = f"its quartiles ({r.low:.2f}-{r.high:.2f}) lie on both sides of 1"
+        return Verdict("within noise", False, r.median, noise, reason)
     return Verdict(versus(r.median, 1.0), True, r.median, noise)
 
 
@@ -1230,6 +1239,9 @@ def _committed_value(table, key: str) -> float | None:
         return None
 
 
+REPRODUCE_BAR = 0.10  # a re-measured headline ratio within 10% of the committed one reproduces it
+
+
 def reproduce_configs(ids=None) -> dict:
     """The ``compare_configs`` configurations behind the tokens/s headline ratios (all, or those in ``ids``)."""
     return {name: kwargs for key, (name, kwargs) in REPRODUCE_CONFIGS.items() if ids is None or key in ids}
@@ -1283,7 +1295,10 @@ def reproduce(model=None, tokenizer=None, ids=None, rounds: int | None = None, c
     out = pd.DataFrame(rows)
     out["committed"] = [_committed_value(table, k) for k in out["id"]]
     out["deviation %"] = 100 * (out["yours"] / out["committed"] - 1)
-    return out[["id", "what", "clock", "yours", "quartiles", "A/A floor", "committed", "deviation %", "verdict"]]
+    out[f"within {100 * REPRODUCE_BAR:.0f}%"] = [
+        "" if d != d else "yes" if abs(d) <= 100 * REPRODUCE_BAR else "no" for d in out["deviation %"]]
+    return out[["id", "what", "clock", "yours", "quartiles", "A/A floor", "committed", "deviation %",
+                f"within {100 * REPRODUCE_BAR:.0f}%", "verdict"]]
 
 
 # --- Results ------------------------------------------------------------------------------------

@@ -593,6 +593,7 @@ def test_reproduce_reads_a_comparison_the_caller_already_ran(tiny, tmp_path, mon
     row = helpers.reproduce(tiny, ids=["rmsnorm.tps_slowdown"], committed=committed,
                             comparison=comparison).set_index("id").loc["rmsnorm.tps_slowdown"]
     assert row["yours"] == 4.0 and row["deviation %"] == pytest.approx(-20.0) and row["A/A floor"] == 1.0
+    assert row["within 10%"] == "no"
     with pytest.raises(ValueError, match="has no"):
         helpers.reproduce(tiny, ids=["full.slowdown"], committed=committed, comparison=comparison)
 
@@ -664,3 +665,14 @@ def test_graph_decoder_rejects_bad_input(tiny):
     if not helpers.HAS_GPU:
         with pytest.raises(ValueError, match="use_graph=True needs a CUDA GPU"):
             helpers.GraphDecoder(tiny, max_len=8, use_graph=True)
+
+
+@pytest.mark.parametrize("values, floor, reason", [
+    ([1.02, 1.01, 1.03], None, "smallest real effect (5%)"),
+    ([1.10, 1.09, 1.11], [1.08, 1.07, 1.09], "twice the A/A floor's distance from 1 (16%)"),
+    ([1.5, 0.9, 2.1, 0.8], None, "lie on both sides of 1"),
+])
+def test_a_within_noise_verdict_says_which_rule_held_it_back(values, floor, reason):
+    v = helpers.verdict(helpers.Ratio.of(values), helpers.Ratio.of(floor) if floor else None)
+    assert v.text == "within noise" and reason in v.reason
+    assert helpers.verdict(helpers.Ratio.of([2.0, 1.9, 2.1])).reason == ""

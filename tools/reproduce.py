@@ -46,8 +46,10 @@ def main() -> int:
     with pd.option_context("display.width", 200, "display.max_columns", None):
         print(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     worst = table["deviation %"].abs().max()
-    print(f"\n{len(table)} ratios in {seconds:.0f} s; largest deviation from the committed run: "
-          f"{worst:.1f}%" if worst == worst else f"\n{len(table)} ratios in {seconds:.0f} s; no committed run to compare with")
+    bar = f"within {100 * helpers.REPRODUCE_BAR:.0f}%"
+    print(f"\n{len(table)} ratios in {seconds:.0f} s; largest deviation from the committed run: {worst:.1f}%; "
+          f"{(table[bar] == 'yes').sum()} of {(table[bar] != '').sum()} {bar}" if worst == worst else
+          f"\n{len(table)} ratios in {seconds:.0f} s; no committed run to compare with")
     print(f"written to {os.path.relpath(path, ROOT)}")
     return 0
 
