@@ -434,10 +434,13 @@ def _generate(model, ids: torch.Tensor, new_tokens: int, use_cache: bool = True)
 
 
 # --- Patching -----------------------------------------------------------------------------------
-ATTENTION_NAME = "slower_triton_slow"  # our entry in transformers' AttentionInterface
+ATTENTION_NAMES = {"slow": "slower_triton_slow", "fast": "slower_triton_fast"}  # ours in AttentionInterface
 PROJECTION_GROUPS = ("attention", "mlp", "lm_head")
 # Every swap at once: the fully custom model of chapters 6 to 8 (``patched(model, **ALL_CUSTOM)``).
 ALL_CUSTOM = dict(rmsnorm="two_pass", projections=set(PROJECTION_GROUPS), attention="slow")
+# The fast kernels at once (issue "faster on purpose"): fused RMSNorm, matrix-vector projections, the MLP in
+# three launches, flash-decoding attention.
+ALL_FAST = dict(rmsnorm="fused", projections=set(PROJECTION_GROUPS), linear="gemv", mlp="fused", attention="fast")
 
 
 def _slow_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
@@ -454,12 +457,42 @@ def _slow_attention(module, query, key, value, attention_mask, scaling=None, dro
     return out.transpose(1, 2).contiguous(), None
 
 
-def _register_attention() -> None:
+def _fast_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+    """transformers attention function through ``kernels.decode_attention`` / ``kernels.prefill_attention``.
+
+    Without a mask (an unpadded prefill, or decode over every cached key) plain causality holds. With an
+    sdpa-style boolean mask at batch size 1, a decode step's visible keys are a prefix of the cache (a
+    static cache longer than what is written): their count is summed from the mask ON the device and read
+    by the kernel, so nothing syncs and the step can be captured in a CUDA graph. A prefill with a mask
+    (the first chunk into a static cache) attends causally to the first S keys. Anything else (padding,
+    batches) is refused rather than silently wrong.
+    """
+    scale = scaling if scaling is not None else query.shape[-1] ** -0.5
+    S = query.shape[-2]
+    if attention_mask is not None and query.shape[0] != 1:
+        raise ValueError("the fast attention handles batch size 1 with a mask (a static cache); got batch "
+                         f"{query.shape[0]} with a mask")
+    if S == 1:
+        kv_len = None if attention_mask is None else attention_mask[0, 0, -1, : key.shape[-2]].sum()
+        out = kernels.decode_attention(query, key, value, scale=scale, kv_len=kv_len)
+    else:
+        if attention_mask is not None:  # the prompt into an empty static cache: its keys come first
+            key, value = key[:, :, :S], value[:, :, :S]
+        out = kernels.prefill_attention(query, key, value, scale=scale, causal=True)
+    return out.transpose(1, 2).contiguous(), None
+
+
+_ATTENTION_FUNCTIONS = {"slow": _slow_attention, "fast": _fast_attention}
+
+
+def _register_attention(kind: str) -> str:
     from transformers import AttentionInterface
     from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 
-    AttentionInterface.register(ATTENTION_NAME, _slow_attention)
-    ALL_MASK_ATTENTION_FUNCTIONS.register(ATTENTION_NAME, sdpa_mask)  # same masks as "sdpa"
+    name = ATTENTION_NAMES[kind]
+    AttentionInterface.register(name, _ATTENTION_FUNCTIONS[kind])
+    ALL_MASK_ATTENTION_FUNCTIONS.register(name, sdpa_mask)  # same masks as "sdpa"
+    return name
 
 
 def _projection_group(parent: torch.nn.Module, child_name: str) -> str | None:
@@ -475,44 +508,61 @@ def _projection_group(parent: torch.nn.Module, child_name: str) -> str | None:
 
 @contextmanager
 def patched(model, rmsnorm: str | None = None, projections=(), attention: str | None = None,
-            tile: "kernels.TileConfig" = kernels.DEFAULT_TILE):
+            tile: "kernels.TileConfig" = kernels.DEFAULT_TILE, linear: str = "matmul", mlp: str | None = None):
     """Swap the model's modules for the Triton ones inside a ``with`` block; restore them on exit.
 
     rmsnorm: None, "fused" or "two_pass" -- every ``*RMSNorm`` (q_norm and k_norm included).
-    projections: any subset of {"attention", "mlp", "lm_head"} -- those ``nn.Linear``s use ``kernels.matmul``.
-    attention: None or "slow" -- the attention computation goes through ``kernels.attention_slow``.
-    Yields the counts replaced. Weights are shared, never copied; on exit the original module objects
-    and attention implementation are back, so outputs are bit-identical to before.
+    projections: any subset of {"attention", "mlp", "lm_head"} -- those ``nn.Linear``s use our kernels:
+      ``linear="matmul"`` the tiled ``kernels.matmul`` (with ``tile``), ``linear="gemv"`` the
+      matrix-vector ``kernels.GemvLinear`` (a tiled matmul above ``kernels.GEMV_MAX_M`` rows).
+    mlp: None or "fused" -- every ``*MLP`` becomes ``kernels.FastMLP`` (fused gate/up, SwiGLU, down: 3
+      launches); its projections then need no ``projections`` entry.
+    attention: None, "slow" (``kernels.attention_slow``, per head) or "fast" (``kernels.decode_attention``
+      and ``kernels.prefill_attention``).
+    Yields the counts replaced. Weights are shared, never copied (``FastMLP`` concatenates gate and up once);
+    on exit the original module objects and attention implementation are back, so outputs are bit-identical
+    to before.
     """
     if rmsnorm not in (None, "fused", "two_pass"):
         raise ValueError(f"rmsnorm must be None, 'fused' or 'two_pass', got {rmsnorm!r}")
     projections = set(projections or ())
     if not projections <= set(PROJECTION_GROUPS):
         raise ValueError(f"projections must be a subset of {PROJECTION_GROUPS}, got {sorted(projections)}")
-    if attention not in (None, "slow"):
-        raise ValueError(f"attention must be None or 'slow', got {attention!r}")
+    if attention not in (None, *ATTENTION_NAMES):
+        raise ValueError(f"attention must be None, 'slow' or 'fast', got {attention!r}")
+    if linear not in ("matmul", "gemv"):
+        raise ValueError(f"linear must be 'matmul' or 'gemv', got {linear!r}")
+    if mlp not in (None, "fused"):
+        raise ValueError(f"mlp must be None or 'fused', got {mlp!r}")
 
-    counts = {"rmsnorm": 0, "attention_proj": 0, "mlp_proj": 0, "lm_head": 0, "attention": 0}
+    counts = {"rmsnorm": 0, "attention_proj": 0, "mlp_proj": 0, "lm_head": 0, "attention": 0, "mlp": 0}
     swapped = []  # (parent, name, original module), undone in reverse order
     original_attn = model.config._attn_implementation
+
+    def swap(parent, name, child, new, key):
+        setattr(parent, name, new)
+        swapped.append((parent, name, child))
+        counts[key] += 1
+
     try:
+        if mlp:  # first, so that the projections inside a replaced MLP are not visited below
+            for parent in list(model.modules()):
+                for name, child in list(parent.named_children()):
+                    if type(child).__name__.endswith("MLP"):
+                        swap(parent, name, child, kernels.FastMLP.from_hf(child), "mlp")
         for parent in list(model.modules()):
             for name, child in list(parent.named_children()):
-                new = None
                 if rmsnorm and type(child).__name__.endswith("RMSNorm"):
-                    new, key = kernels.TritonRMSNorm.from_hf(child, mode=rmsnorm), "rmsnorm"
+                    swap(parent, name, child, kernels.TritonRMSNorm.from_hf(child, mode=rmsnorm), "rmsnorm")
                 elif isinstance(child, torch.nn.Linear):
                     group = _projection_group(parent, name)
                     if group in projections:
-                        new = kernels.TritonLinear.from_linear(child, tile=tile)
-                        key = {"attention": "attention_proj", "mlp": "mlp_proj", "lm_head": "lm_head"}[group]
-                if new is not None:
-                    setattr(parent, name, new)
-                    swapped.append((parent, name, child))
-                    counts[key] += 1
+                        new = (kernels.GemvLinear.from_linear(child) if linear == "gemv" else
+                               kernels.TritonLinear.from_linear(child, tile=tile))
+                        swap(parent, name, child, new,
+                             {"attention": "attention_proj", "mlp": "mlp_proj", "lm_head": "lm_head"}[group])
         if attention:
-            _register_attention()
-            model.set_attn_implementation(ATTENTION_NAME)
+            model.set_attn_implementation(_register_attention(attention))
             counts["attention"] = sum(type(m).__name__.endswith("Attention") for m in model.modules())
         yield counts
     finally:
@@ -1140,7 +1190,8 @@ def read_trend(points: dict, floors: dict | None = None, unit: str = "x", along:
 
     ``points``: {prompt length: Ratio} (median and quartiles of the per-round values); ``floors``:
     {prompt length: the A/A floor of that run}. "grew"/"shrank" only when the medians move one way at
-    every step (a step smaller than the noise threshold counts as flat) and the change from the first point to the last is outside the noise by ``helpers.verdict``
+    every step (a step smaller than the noise threshold counts as flat) and the change from the first point
+    to the last is outside the noise by ``helpers.verdict``
     (last over first, with the widest quartile bounds the two points allow, against the noisier end's A/A
     floor). Otherwise "no consistent trend", with the reason.
     """

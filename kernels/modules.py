@@ -4,6 +4,8 @@ import torch
 from torch import nn
 
 from .configs import DEFAULT_TILE, TILE_CONFIGS, TileConfig
+from .fused import swiglu_packed
+from .gemv import FusedLinear, GemvLinear, small_m_linear
 from .matmul import linear
 from .rmsnorm import rmsnorm_fused, rmsnorm_two_pass
 
@@ -62,3 +64,29 @@ class TritonLinear(nn.Module):
             f"in_features={self.in_features}, out_features={self.out_features}, "
             f"bias={self.bias is not None}, tile={self.tile.name}"
         )
+
+
+class FastMLP(nn.Module):
+    """Qwen3's MLP, ``down(silu(gate(x)) * up(x))``, in three launches: one fused gate/up projection
+    (``FusedLinear``: the two weights concatenated once), one SwiGLU reading both halves in place
+    (``swiglu_packed``), and the down projection (``GemvLinear``). PyTorch's eager MLP launches five
+    kernels or more. The concatenated weight is a copy (2 x intermediate x hidden elements per layer);
+    the wrapped module's own Parameters stay untouched, so restoring it is exact.
+    """
+
+    def __init__(self, gate_proj: nn.Linear, up_proj: nn.Linear, down_proj: nn.Linear):
+        super().__init__()
+        self.gate_up = FusedLinear.from_linears(gate_proj, up_proj)
+        self.down = GemvLinear.from_linear(down_proj)
+
+    @classmethod
+    def from_hf(cls, mlp: nn.Module) -> "FastMLP":
+        """Wrap a transformers ``Qwen3MLP`` (SiLU-gated: its config's ``hidden_act`` must be "silu")."""
+        act = getattr(getattr(mlp, "config", None), "hidden_act", None)
+        if act not in ("silu", "swish"):
+            raise ValueError(f"mlp.config.hidden_act must be 'silu' (a SwiGLU MLP), got {act!r}")
+        return cls(mlp.gate_proj, mlp.up_proj, mlp.down_proj)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate_up = small_m_linear(x, self.gate_up.weight, self.gate_up.bias)  # [..., 2 * I], one launch
+        return self.down(swiglu_packed(gate_up))

@@ -100,12 +100,13 @@ def test_patch_counts_on_qwen3_0_6b_shape():
     assert (census["rmsnorm"], census["linear"], census["attention"]) == (113, 197, 28)
     assert census["parameters"] == 596_049_920
     with helpers.patched(model, **ALL_SWAPS) as counts:
-        assert counts == {"rmsnorm": 113, "attention_proj": 112, "mlp_proj": 84, "lm_head": 1, "attention": 28}
+        assert counts == {"rmsnorm": 113, "attention_proj": 112, "mlp_proj": 84, "lm_head": 1, "attention": 28,
+                          "mlp": 0}
         for layer in model.model.layers:
             assert isinstance(layer.self_attn.q_norm, kernels.TritonRMSNorm)
             assert isinstance(layer.self_attn.k_norm, kernels.TritonRMSNorm)
             assert isinstance(layer.mlp.down_proj, kernels.TritonLinear)
-        assert model.config._attn_implementation == helpers.ATTENTION_NAME
+        assert model.config._attn_implementation == helpers.ATTENTION_NAMES["slow"]
     assert model.config._attn_implementation == "sdpa"
     assert not any(isinstance(m, (kernels.TritonRMSNorm, kernels.TritonLinear)) for m in model.modules())
 
@@ -193,8 +194,8 @@ def test_patched_rejects_unknown_options(tiny):
     with pytest.raises(ValueError, match="projections"):
         with helpers.patched(tiny, projections={"embeddings"}):
             pass
-    with pytest.raises(ValueError, match="attention"):
-        with helpers.patched(tiny, attention="fast"):
+    with pytest.raises(ValueError, match="attention must be None, 'slow' or 'fast'"):
+        with helpers.patched(tiny, attention="flash"):
             pass
 
 
@@ -676,3 +677,69 @@ def test_a_within_noise_verdict_says_which_rule_held_it_back(values, floor, reas
     v = helpers.verdict(helpers.Ratio.of(values), helpers.Ratio.of(floor) if floor else None)
     assert v.text == "within noise" and reason in v.reason
     assert helpers.verdict(helpers.Ratio.of([2.0, 1.9, 2.1])).reason == ""
+
+
+# --- The fast kernels inside the model ----------------------------------------------------------
+def test_the_fast_model_generates_what_the_original_does_and_restores_it(tiny, ids):
+    before_modules = dict(tiny.named_modules())
+    before = logits(tiny, ids)
+    expected, _ = helpers._generate(tiny, ids, 6)
+    with helpers.patched(tiny, **helpers.ALL_FAST) as counts:
+        cfg = tiny.config
+        assert counts["mlp"] == cfg.num_hidden_layers and counts["mlp_proj"] == 0  # the MLPs' own, fused
+        assert counts["attention_proj"] == 4 * cfg.num_hidden_layers and counts["lm_head"] == 1
+        assert isinstance(tiny.model.layers[0].mlp, kernels.FastMLP)
+        assert isinstance(tiny.model.layers[0].self_attn.o_proj, kernels.GemvLinear)
+        torch.testing.assert_close(logits(tiny, ids), before, **MODEL_TOL[helpers.DTYPE])  # prefill_attention
+        generated, _ = helpers._generate(tiny, ids, 6)  # decode: decode_attention over the cache
+        assert torch.equal(generated, expected)
+        with kernels.count_launches() as launched:
+            helpers._generate(tiny, ids, 2)
+        assert {"decode_attention_kernel", "prefill_attention_kernel", "gemv_kernel", "swiglu_kernel",
+                "rmsnorm_fused_kernel"} <= set(launched)
+    assert dict(tiny.named_modules()).keys() == before_modules.keys()
+    assert all(m is before_modules[n] for n, m in tiny.named_modules())
+    assert torch.equal(logits(tiny, ids), before)
+
+
+def test_the_fast_model_under_a_static_cache(tiny):
+    """GraphDecoder's static cache hands attention a mask over the whole buffer: decode reads kv_len from it."""
+    prompt = helpers.make_prompt(5, vocab_size=tiny.config.vocab_size)
+    expected, _ = helpers._generate(tiny, prompt, 6)
+    with helpers.patched(tiny, **helpers.ALL_FAST):
+        with kernels.count_launches() as launched:
+            new, _ = helpers.GraphDecoder(tiny, max_len=16, use_graph=False).generate(prompt, 6)
+    assert torch.equal(new, expected.cpu())
+    assert launched["decode_attention_kernel"] > 0 and launched["prefill_attention_kernel"] > 0
+
+
+def test_patch_rejects_unknown_fast_options(tiny):
+    with pytest.raises(ValueError, match="linear must be 'matmul' or 'gemv'"):
+        with helpers.patched(tiny, projections={"mlp"}, linear="cublas"):
+            pass
+    with pytest.raises(ValueError, match="mlp must be None or 'fused'"):
+        with helpers.patched(tiny, mlp="unfused"):
+            pass
+
+
+@pytest.mark.parametrize("S", [1, 3])
+def test_fast_attention_reads_a_static_cache_through_its_mask(S):
+    """A static cache hands attention its whole buffer and a boolean mask; keys past the mask must not count."""
+    import torch.nn.functional as F
+
+    g = torch.Generator().manual_seed(0)
+    B, Hq, Hkv, D, T, filled = 1, 4, 2, 16, 12, 7  # 7 of the 12 cache slots written
+    q = torch.randn(B, Hq, S, D, generator=g).to(helpers.DEVICE, helpers.DTYPE)
+    k, v = (torch.randn(B, Hkv, T, D, generator=g).to(helpers.DEVICE, helpers.DTYPE) for _ in range(2))
+    k[:, :, filled:], v[:, :, filled:] = float("nan"), float("nan")  # unwritten slots: never to be read
+    positions = torch.arange(filled - 1, filled) if S == 1 else torch.arange(S)  # the queries' positions
+    positions = positions.to(helpers.DEVICE)
+    mask = (torch.arange(T, device=helpers.DEVICE)[None, :] <= positions[:, None])[None, None]  # sdpa-style
+    out, _ = helpers._fast_attention(None, q, k, v, mask, scaling=D ** -0.5)
+    n = filled if S == 1 else S
+    ref = F.scaled_dot_product_attention(q.double(), k[:, :, :n].double(), v[:, :, :n].double(), is_causal=S > 1,
+                                         enable_gqa=True).transpose(1, 2)
+    torch.testing.assert_close(out.double(), ref, **MODEL_TOL[helpers.DTYPE])
+    with pytest.raises(ValueError, match="batch size 1 with a mask"):
+        helpers._fast_attention(None, q.expand(2, -1, -1, -1), k.expand(2, -1, -1, -1), v.expand(2, -1, -1, -1),
+                                mask.expand(2, -1, -1, -1))
