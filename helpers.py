@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import platform
+import random
 import re
 import statistics
 import sys
@@ -942,6 +943,25 @@ def verdict(ratio: Ratio | float, floor: Ratio | None = None) -> Verdict:
     return Verdict(versus(r.median, 1.0), True, r.median, noise)
 
 
+def _shuffled(names, r: int, seed: int) -> list:
+    """Round ``r``'s order of ``names``: shuffled with a fixed seed, so every run sees the same orders."""
+    order = list(names)
+    random.Random(seed * 10_007 + r).shuffle(order)
+    return order
+
+
+def _ratios_to(times: dict, base: str) -> dict:
+    """name -> Ratio of its per-round times over ``base``'s time in the same round (``base`` left out)."""
+    return {name: Ratio.of([t / b for t, b in zip(ts, times[base])]) for name, ts in times.items() if name != base}
+
+
+def _record_ratio(id: str, ratio: Ratio, floor: Ratio, v: Verdict, method: str, note: str) -> Verdict:
+    """Record a time ratio ("x slower") with its quartiles, its verdict and the run's A/A floor."""
+    record(id, ratio.median, "x slower", (note + "; " if note else "") + f"{method}, A/A floor "
+           f"{floor.median:.3f} ({floor.low:.2f}-{floor.high:.2f})", spread=ratio, verdict=v.text)
+    return v
+
+
 @dataclass
 class Comparison:
     """Configurations of one model measured in shuffled rounds, against the original in each round."""
@@ -1014,12 +1034,8 @@ class Comparison:
     def record(self, name: str, id: str, note: str = "") -> Verdict:
         """Record the time ratio of ``name`` to the original under ``id`` ("x slower"), with its quartiles
         and verdict; returns the verdict."""
-        v = self.verdict(name)
-        floor = self.floor
-        record(id, self.ratios[name].median, "x slower",
-               (note + "; " if note else "") + f"median of {len(self.orders)} shuffled rounds, A/A floor "
-               f"{floor.median:.3f} ({floor.low:.2f}-{floor.high:.2f})", spread=self.ratios[name], verdict=v.text)
-        return v
+        return _record_ratio(id, self.ratios[name], self.floor, self.verdict(name),
+                             f"median of {len(self.orders)} shuffled rounds", note)
 
     def table(self, per_token: bool = False):
         """One row per configuration: median tokens/s, ratio to the original with its quartiles, verdict;
@@ -1057,8 +1073,6 @@ def compare_configs(model, configs: dict, prompt_len: int | None = None, new_tok
     (``Comparison.decode_ms``) comes from the same rounds. ``profile`` (True, or names) also counts launches
     and GPU-busy time per decoded token after the rounds (``Comparison.profile``).
     """
-    import random
-
     prompt_len = SIZES.prompt_len if prompt_len is None else prompt_len
     new_tokens = SIZES.new_tokens if new_tokens is None else new_tokens
     rounds = SIZES.rounds if rounds is None else rounds
@@ -1094,15 +1108,13 @@ def compare_configs(model, configs: dict, prompt_len: int | None = None, new_tok
     first = {name: [] for name in every} if per_token else {}
     orders = []
     for r in progress(range(rounds), desc="rounds"):
-        order = list(every)
-        random.Random(seed * 10_007 + r).shuffle(order)
+        order = _shuffled(every, r, seed)
         orders.append(order)
         for name in order:
             seconds[name].append(run(name, new_tokens))
             if per_token:
                 first[name].append(run(name, 1))
-    base = seconds[ORIGINAL]
-    ratios = {name: Ratio.of([t / b for t, b in zip(ts, base)]) for name, ts in seconds.items() if name != ORIGINAL}
+    ratios = _ratios_to(seconds, ORIGINAL)
     tps = {name: new_tokens / statistics.median(ts) for name, ts in seconds.items()}
     counts = {}
     n = max(2, min(new_tokens, SIZES.profile_tokens))  # per-token counts do not depend on how many are profiled
@@ -1135,12 +1147,8 @@ class CallComparison:
         return verdict(self.ratios[name], None if name == REFERENCE_AGAIN else self.floor)
 
     def record(self, name: str, id: str, note: str = "") -> Verdict:
-        v = self.verdict(name)
-        f = self.floor
-        record(id, self.ratios[name].median, "x slower",
-               (note + "; " if note else "") + f"{self.clock}, median of {self.rounds} shuffled rounds, A/A floor "
-               f"{f.median:.3f} ({f.low:.2f}-{f.high:.2f})", spread=self.ratios[name], verdict=v.text)
-        return v
+        return _record_ratio(id, self.ratios[name], self.floor, self.verdict(name),
+                             f"{self.clock}, median of {self.rounds} shuffled rounds", note)
 
 
 def compare_calls(calls: dict, reference, rounds: int | None = None, seed: int = 0) -> CallComparison:
@@ -1150,8 +1158,6 @@ def compare_calls(calls: dict, reference, rounds: int | None = None, seed: int =
     again (the A/A floor: what a ~2 µs kernel's GPU time does between two replays of the same graph) in a
     shuffled order. In CPU mode the clock is the interpreter's wall time.
     """
-    import random
-
     rounds = SIZES.rounds_kernel if rounds is None else rounds
     if rounds < 1:
         raise ValueError(f"rounds must be at least 1, got {rounds}")
@@ -1166,12 +1172,9 @@ def compare_calls(calls: dict, reference, rounds: int | None = None, seed: int =
     timer = gpu_ms_per_call if HAS_GPU else (lambda fn: host_ms_per_call(fn, repeats=1))
     times = {name: [] for name in every}
     for r in range(rounds):
-        order = list(every)
-        random.Random(seed * 10_007 + r).shuffle(order)
-        for name in order:
+        for name in _shuffled(every, r, seed):
             times[name].append(timer(every[name]))
-    base = times[REFERENCE]
-    ratios = {name: Ratio.of([t / b for t, b in zip(ts, base)]) for name, ts in times.items() if name != REFERENCE}
+    ratios = _ratios_to(times, REFERENCE)
     return CallComparison({name: statistics.median(ts) for name, ts in times.items()}, ratios, clock, rounds)
 
 

@@ -28,6 +28,7 @@ Launches: decode 1 (``decode_attention_kernel``) or 2 with split-KV (+ ``decode_
 prefill 1 (``prefill_attention_kernel``).
 """
 
+import functools
 import math
 
 import torch
@@ -52,6 +53,7 @@ def head_block(head_dim: int) -> int:
     return max(16, triton.next_power_of_2(head_dim))
 
 
+@functools.cache  # asked on every decode launch (28 per token): ask the driver once per device
 def target_programs(device: torch.device) -> int:
     """Decode programs wanted in flight on ``device``: two per streaming multiprocessor (TARGET_PROGRAMS
     where there is no GPU to ask, as in the interpreter)."""
@@ -416,8 +418,9 @@ def decode_attention(
         not checked on the host (that would synchronise with the GPU, which graph capture forbids);
         the kernel clamps it to [1, T], so it never reads outside k and v.
     num_splits: chunks of the keys processed by separate programs; None picks
-      ``decode_num_splits(n, programs, target_programs(q.device))``, with n = kv_len for an int and T otherwise (a device kv_len
-      is not known here, and a captured graph must keep its grid). Keys are assigned in chunks of
+      ``decode_num_splits(n, programs, target_programs(q.device))``, with n = kv_len for an int and T
+      otherwise (a device kv_len is not known here, and a captured graph must keep its grid). Keys are
+      assigned in chunks of
       ceil(n / num_splits); a chunk past kv_len does no work.
     Launches: 1 (``decode_attention_kernel``) when num_splits == 1; otherwise 2
     (+ ``decode_combine_kernel``).
