@@ -198,10 +198,14 @@ else:
 # A kernel of one or two microseconds is short enough for the GPU clock's own noise to matter, so one
 # timing of each is not a comparison. `helpers.compare_calls` times the two additions in rounds: every
 # round replays our kernel, `torch.add`, and `torch.add` *again*, in a shuffled order. The ratio of
-# `torch.add` to itself (an *A/A* test) is this clock's noise floor, measured in the same run; the
-# verdict (`helpers.verdict`, one rule for the whole series) calls a ratio "slower" or "faster" only when it
-# stands out of that floor. Host time comes from `helpers.host_ms_per_call`, and the kernels one call
-# launches from `helpers.launches_per_call` (`torch.profiler`).
+# `torch.add` to itself (an *A/A* test) is this clock's noise floor, measured in the same run. The
+# verdict (`helpers.verdict`, one rule for the whole series) calls a ratio "slower" or "faster" only when
+# it lies further from 1 than twice that floor's distance from 1 *and* than the series' smallest real
+# effect, 5%, with the middle half of the rounds on one side of 1; when it says "within noise", its
+# `reason` names the rule that held the difference back. Host time comes from `helpers.host_ms_per_call`:
+# one reading per call and size, the median of 5 synchronised loops of 200 calls, with no rounds and no A/A
+# floor, so a host-time ratio below is shown as a single reading, without a verdict. The kernels one call
+# launches come from `helpers.launches_per_call` (`torch.profiler`).
 # (Triton's own tutorials use `triton.testing.do_bench`: it records a GPU event before and after each
 # call, with a cache-clearing kernel in between. The start event fires on the GPU as soon as the GPU gets
 # there, so if the host is still busy launching the kernel, that wait is counted: for a microsecond kernel
@@ -220,6 +224,9 @@ else:
 # %%
 OURS, TORCH = "Triton add", "torch.add"
 HOST_CLOCK = helpers.CLOCK_LABELS["host" if helpers.HAS_GPU else "interpreter"]
+HOST_CALLS, HOST_LOOPS = 200, 5  # a host reading: the median of HOST_LOOPS synchronised loops of HOST_CALLS calls
+HOST_READING = (f"one reading, the median of {HOST_LOOPS} synchronised loops of {HOST_CALLS} calls"
+                if helpers.HAS_GPU else "the median of the comparison's shuffled rounds")
 
 
 def measure(size):
@@ -231,7 +238,8 @@ def measure(size):
     ours, theirs = (lambda: kernels.add(a, b)), (lambda: torch.add(a, b))
     calls = helpers.compare_calls({OURS: ours}, theirs)
     if helpers.HAS_GPU:
-        host = {OURS: helpers.host_ms_per_call(ours), TORCH: helpers.host_ms_per_call(theirs)}
+        host = {OURS: helpers.host_ms_per_call(ours, HOST_CALLS, HOST_LOOPS),
+                TORCH: helpers.host_ms_per_call(theirs, HOST_CALLS, HOST_LOOPS)}
     else:
         host = {OURS: calls.ms[OURS], TORCH: calls.ms[helpers.REFERENCE]}
     return calls, host
@@ -248,10 +256,9 @@ launches = {OURS: helpers.launches_per_call(lambda: kernels.add(x, y)),
 calls, host = measured[n]
 kernel_ms = {OURS: calls.ms[OURS], TORCH: calls.ms[helpers.REFERENCE]}  # GPU time (interpreter in CPU mode)
 gpu_ratio, floor, gpu_verdict = calls.ratios[OURS], calls.floor, calls.verdict(OURS)
-if helpers.HAS_GPU:
-    host_ratio = host[OURS] / host[TORCH]
-    host_verdict = helpers.verdict(host_ratio)
-else:  # one clock: the comparison's ratio is the host-time ratio too
+if helpers.HAS_GPU:  # one host reading of each: a ratio, but no verdict (no rounds, no spread)
+    host_ratio, host_verdict = host[OURS] / host[TORCH], None
+else:  # one clock: the comparison's ratio (shuffled rounds) is the host-time ratio too
     host_ratio, host_verdict = gpu_ratio.median, gpu_verdict
 
 setting = f"{n} elements, {str(DTYPE)[6:]}"
@@ -259,9 +266,10 @@ calls.record(OURS, "add.ratio", f"Triton / torch.add, {setting} (below 1: Triton
 rounds_note = f"{calls.clock}, median of {calls.rounds} shuffled rounds, {setting}"
 helpers.record("add.triton_ms", kernel_ms[OURS], "ms", f"{OURS}, {rounds_note}")
 helpers.record("add.torch_ms", kernel_ms[TORCH], "ms", f"{TORCH}, {rounds_note}")
-helpers.record("add.host_triton_ms", host[OURS], "ms", f"{HOST_CLOCK}, {setting}")
-helpers.record("add.host_torch_ms", host[TORCH], "ms", f"{HOST_CLOCK}, {setting}")
-helpers.record("add.host_ratio", host_ratio, "x slower", f"Triton / torch, {HOST_CLOCK}", verdict=host_verdict.text)
+helpers.record("add.host_triton_ms", host[OURS], "ms", f"{HOST_CLOCK}, {HOST_READING}, {setting}")
+helpers.record("add.host_torch_ms", host[TORCH], "ms", f"{HOST_CLOCK}, {HOST_READING}, {setting}")
+helpers.record("add.host_ratio", host_ratio, "x slower", f"Triton / torch, {HOST_CLOCK}, {HOST_READING}",
+               verdict=host_verdict.text if host_verdict else "")  # no verdict for a single reading
 
 
 def us(ms):
@@ -272,14 +280,17 @@ def us(ms):
 helpers.show(pd.DataFrame([
     {"version": version, "kernels per call": helpers.fmt(launches[version], 0),
      "GPU µs": helpers.fmt(us(kernel_ms[version]) if helpers.HAS_GPU else None, 2),
-     ("host µs per call" if helpers.HAS_GPU else "interpreter µs per call"): round(us(host[version]), 2)}
+     ("host µs per call (one reading)" if helpers.HAS_GPU else "interpreter µs per call"):
+         round(us(host[version]), 2)}
     for version in (OURS, TORCH)
 ]))
 print(f"{calls.clock}, ratio Triton / torch.add: median {gpu_ratio.median:.2f} of {calls.rounds} shuffled rounds "
       f"(quartiles {gpu_ratio.low:.2f}-{gpu_ratio.high:.2f}); torch.add against itself {floor.median:.3f} "
-      f"({floor.low:.2f}-{floor.high:.2f}); verdict: {gpu_verdict.text}")
+      f"({floor.low:.2f}-{floor.high:.2f}); verdict: {gpu_verdict.text}"
+      + (f" ({gpu_verdict.reason})" if not gpu_verdict.real else ""))
 if helpers.HAS_GPU:
-    print(f"{HOST_CLOCK}, ratio Triton / torch.add: {host_ratio:.2f}, verdict: {host_verdict.text}")
+    print(f"{HOST_CLOCK}, ratio Triton / torch.add: {host_ratio:.2f} ({HOST_READING} each: no rounds, no spread, "
+          "so no verdict)")
 print("kernels per call:", helpers.launch_note("call"))
 
 # %% [markdown]
@@ -300,13 +311,15 @@ print("kernels per call:", helpers.launch_note("call"))
 
 # %%
 prices = helpers.launch_prices()
+PRICE_LOOPS = 5 if helpers.HAS_GPU else 3  # the loops helpers.host_ms_per_call takes the median of
+price_reading = f"one reading, the median of {PRICE_LOOPS} loops of {prices.calls}"
 helpers.record("add.launch_us_triton", prices.triton_us, "us",
-               f"empty Triton kernel (kernels.empty), {prices.clock}, loops of {prices.calls}")
+               f"empty Triton kernel (kernels.empty), {prices.clock}, {price_reading}")
 helpers.record("add.launch_us_torch", prices.torch_us, "us",
-               f"one-element PyTorch op (x.add_(1)), {prices.clock}, loops of {prices.calls}")
+               f"one-element PyTorch op (x.add_(1)), {prices.clock}, {price_reading}")
 print(f"one empty Triton launch:   {prices.triton_us:8.1f} µs")
 print(f"one one-element torch op:  {prices.torch_us:8.1f} µs")
-print(f"clock: {prices.clock}, {prices.calls} calls per loop")
+print(f"clock: {prices.clock}; one reading each: the median of {PRICE_LOOPS} loops of {prices.calls:,} calls")
 
 
 # %%
@@ -314,17 +327,63 @@ def gb_s(nbytes, ms):
     return nbytes / (ms * 1e-3) / 1e9  # bytes moved / seconds, in GB/s
 
 
-def num(value):
-    """A rate or a time for prose: no decimals when large, three significant digits when small."""
-    return f"{value:,.0f}" if value >= 10 else f"{value:.3g}"
+def num(value) -> str:
+    """A time or a rate for prose, to three significant digits: 0.00612, 1.83, 13.0, 245, 4,308."""
+    if abs(value) >= 999.5:
+        return f"{value:,.0f}"
+    return f"{value:#.3g}".rstrip(".")  # '#' keeps the zeros that count (13.0), rstrip the point of '245.'
 
 
-def launch_bound(host, gpu) -> bool:
-    """Back-to-back calls are launch-bound when their host time per call exceeds their GPU time beyond
-    noise: the host, not the GPU, sets the pace. (The host time never drops below the GPU time: the host
-    waits for the GPU.)"""
-    v = helpers.verdict(host / gpu)
-    return v.real and v.ratio > 1
+REGIME_RULE = ("launch-bound where the GPU works less than half of a call's host time; GPU-bound where the host "
+               "time is within noise of the GPU time, the host waiting for the GPU; mixed in between")
+
+
+def regime(host_us, gpu_us) -> str:
+    """What sets the pace of back-to-back calls at one size, read from its two times (``REGIME_RULE``):
+    'launch-bound', 'mixed' or 'GPU-bound'. Within noise goes by ``helpers.verdict``, the series' one rule."""
+    v = helpers.verdict(host_us / gpu_us)
+    if not v.real or v.ratio < 1:  # the host time never drops below the GPU time for long: it waits
+        return "GPU-bound"
+    return "launch-bound" if host_us > 2 * gpu_us else "mixed"
+
+
+def times_us(size, version):
+    """(host µs per call, GPU µs per call) of one version at one size of the sweep."""
+    c, h = measured[size]
+    return us(h[version]), us(c.ms[OURS if version == OURS else helpers.REFERENCE])
+
+
+def both_launch_bound() -> dict:
+    """size -> host-time ratio (ours over torch.add's, single readings) at the sizes where both calls are
+    launch-bound: there the ratio compares the two launch costs."""
+    return {size: times_us(size, OURS)[0] / times_us(size, TORCH)[0] for size in measured
+            if regime(*times_us(size, OURS)) == regime(*times_us(size, TORCH)) == "launch-bound"}
+
+
+def launch_bound_readings(version) -> list:
+    """The host readings (µs per call) of ``version`` at the sizes where it is launch-bound: there each reading
+    prices the launch, so together they show how much one host reading moves from one measurement to the next."""
+    return [times_us(size, version)[0] for size in measured if regime(*times_us(size, version)) == "launch-bound"]
+
+
+def against_price(name, reading_us, price_us, readings_us, on_top) -> str:
+    """How one host reading of a call stands against its empty launch's price, read against the spread of that
+    call's own readings at its launch-bound sizes (single readings all: an order inside that spread is no finding)."""
+    text = (f"{name} at {num(reading_us)} µs per call is {'above' if reading_us > price_us else 'below'} the "
+            f"{num(price_us)} µs of its empty launch")
+    if len(readings_us) < 2:
+        return text + " (one reading of each, so the order is no finding). "
+    lo, hi = min(readings_us), max(readings_us)
+    span = f"{num(lo)} to {num(hi)} µs at its {len(readings_us)} launch-bound sizes"
+    if lo <= price_us <= hi:
+        return text + (f", but that price lies inside the range of its own host readings ({span}): single "
+                       "readings of this clock differ that much from one measurement to the next, so the order of "
+                       "the two is no finding. ")
+    if price_us < lo:
+        return text + f"; that price lies below every one of its own host readings ({span}): {on_top} comes on top. "
+    return text + (f"; that price lies above every one of its own host readings ({span}), though the empty launch does "
+                   f"less: the two loops differ ({prices.calls:,} calls per loop against {HOST_CALLS}, another "
+                   "call, another moment), and this chapter does not separate those causes. ")
 
 
 def bandwidth_reading(size, ms_ours, ms_torch) -> str:
@@ -351,6 +410,11 @@ def bandwidth_reading(size, ms_ours, ms_torch) -> str:
                    f"{1e3 * ms_torch / floor_us:.1f}x. ")
 
 
+def gpu_words(v) -> str:
+    """A GPU-time verdict in bold, with the rule that held it back when it is 'within noise'."""
+    return f"**{v.text}**" + ("" if v.real else f", {v.reason}")
+
+
 h_ours, h_torch = us(host[OURS]), us(host[TORCH])
 prices_text = (f"An empty Triton launch costs {num(prices.triton_us)} µs and a one-element PyTorch op "
                f"{num(prices.torch_us)} µs on this host")
@@ -358,39 +422,47 @@ spread_text = (f"median of {calls.rounds} shuffled rounds, quartiles {gpu_ratio.
                f"`torch.add` against itself {floor.median:.3f}")
 if not helpers.HAS_GPU:
     text = (f"In CPU mode there is no GPU clock. By the interpreter's wall time one call of our kernel took "
-            f"{num(h_ours)} µs and `torch.add` {num(h_torch)} µs: **{gpu_verdict.text}** (ratio "
+            f"{num(h_ours)} µs and `torch.add` {num(h_torch)} µs: {gpu_words(gpu_verdict)} (ratio "
             f"{gpu_ratio.median:.2f}, {spread_text}). That compares numpy interpreting our kernel with PyTorch's "
             "compiled CPU code, so only the method carries over, not the ratio. " + prices_text + ": the first is "
             "the interpreter's price, the second a CPU op's, and neither is a GPU launch. A GPU run measures the "
             "real prices, the ones chapter 8 uses.")
 else:
     g_ours, g_torch = us(kernel_ms[OURS]), us(kernel_ms[TORCH])
+    pace = {OURS: regime(h_ours, g_ours), TORCH: regime(h_torch, g_torch)}
     text = (f"**GPU time.** At {n:,} elements our kernel ran for {num(g_ours)} µs and `torch.add` for "
-            f"{num(g_torch)} µs: ratio {gpu_ratio.median:.2f} ({spread_text}), **{gpu_verdict.text}**. "
+            f"{num(g_torch)} µs: ratio {gpu_ratio.median:.2f} ({spread_text}), {gpu_words(gpu_verdict)}. "
             + ("Same bytes, different GPU time: the two kernels split the work differently (block size, "
                "programs per launch, how each program loads its block), and the GPU's own clock sees it. "
                if gpu_verdict.real else
-               "Same bytes, and the same GPU time within this clock's noise: on the GPU our kernel is as good "
-               "as PyTorch's. ")
+               "Same bytes, and no difference in GPU time that the series' rule counts: on the GPU our kernel "
+               "holds its own against PyTorch's. ")
             + bandwidth_reading(n, kernel_ms[OURS], kernel_ms[TORCH])
             + f"\n\n**Host time.** Called back to back, one call took {num(h_ours)} µs (ours) and {num(h_torch)} µs "
-            f"(`torch.add`): **{host_verdict.text}** (ratio {host_ratio:.2f}). That is {h_ours / g_ours:.1f}x and "
-            f"{h_torch / g_torch:.1f}x their GPU times. " + prices_text + ". "
-            + ("So at this size a call costs the host its launch price plus the launcher's own work (for ours: "
-               "checking both inputs and allocating the output), and that, not the GPU's work, sets the pace of "
-               "back-to-back calls: the host-time ratio is a ratio of launch costs."
-               if launch_bound(h_ours, g_ours) and launch_bound(h_torch, g_torch) else
-               "At this size the host time is not the launch alone: for at least one of the two, the host "
-               "waits for the GPU's work.")
+            f"(`torch.add`), a ratio of {host_ratio:.2f}. Each time is {HOST_READING}, with no rounds, so the ratio "
+            f"has no spread and no verdict. That is {h_ours / g_ours:.1f}x and {h_torch / g_torch:.1f}x their GPU "
+            "times: at this size "
+            + (f"both calls are {pace[OURS]}" if pace[OURS] == pace[TORCH] else
+               f"ours is {pace[OURS]} and `torch.add` {pace[TORCH]}") + f" ({REGIME_RULE}). "
+            + prices_text + f" (one reading each, the median of {PRICE_LOOPS} loops of {prices.calls:,} calls). "
+            + against_price("Ours", h_ours, prices.triton_us, launch_bound_readings(OURS),
+                            "the launcher's own work (checking both inputs, allocating the output)")
+            + against_price("`torch.add`", h_torch, prices.torch_us, launch_bound_readings(TORCH),
+                            "the op's own work (allocating the output)")
+            + ("So at this size the launch, not the GPU's work, sets the pace of back-to-back calls of both: "
+               "the host-time ratio is a ratio of launch costs."
+               if set(pace.values()) == {"launch-bound"} else
+               "So at this size the host time is not the launch alone: for at least one of the two, the GPU's "
+               "work takes half the host time or more.")
             )
 helpers.md(text)
 
 # %% [markdown]
 # ### Beside the blog's numbers
 #
-# The blog timed its kernel at 0.084 ms against 0.046 ms for `torch.add`, on a T4 with
-# `triton.testing.do_bench`, and did not say at which size. `do_bench` mixes the host's launching with the
-# GPU's work (see "Two clocks" above), so its numbers are neither of our clocks: we set them beside both.
+# The blog timed its kernel against `torch.add` on a T4 with `triton.testing.do_bench`, and did not say at
+# which size. `do_bench` mixes the host's launching with the GPU's work (see "Two clocks" above), so its
+# numbers are neither of our clocks: we set them beside both.
 
 # %%
 BLOG_RATIO = helpers.blog("add.ratio")  # the post's stated ratio; its rounded times give a slightly different one
@@ -403,20 +475,20 @@ if not helpers.HAS_GPU:
              f"{num(h_torch)} µs, {gpu_verdict.text}): it compares Triton's interpreter with PyTorch's compiled "
              "CPU code, so only the method carries over, not the ratio.")
 else:
-    clocks = {"GPU time": (gpu_ratio.median, gpu_verdict, us(kernel_ms[OURS]), us(kernel_ms[TORCH])),
-              "host time per call": (host_ratio, host_verdict, h_ours, h_torch)}
-    text += "Yours, at " + f"{n:,} elements on {helpers.env_info()['gpu']}: " + "; ".join(
-        f"{clock} {num(a)} µs against {num(b)} µs, ratio {r:.2f} ({v.text})" for clock, (r, v, a, b) in clocks.items()
-    ) + ". "
-    same_way = [c for c, (r, v, _, _) in clocks.items() if v.real and v.ratio > 1]
-    other_way = [c for c, (r, v, _, _) in clocks.items() if v.real and v.ratio < 1]
-    level = [c for c, (r, v, _, _) in clocks.items() if not v.real]
-    text += " ".join(filter(None, [
-        f"The blog's direction (ours slower) shows on your {' and '.join(same_way)}." if same_way else "",
-        f"Your {' and '.join(other_way)} finds ours faster, the other way round from the blog." if other_way else "",
-        f"Your {' and '.join(level)} find{'s' if len(level) == 1 else ''} the two within noise." if level else "",
-    ]))
-    text += (" A launch-bound `do_bench` number leans towards the host clock on a slow host, and towards the GPU "
+    direction = ("ours slower, the blog's direction" if gpu_verdict.real and gpu_verdict.ratio > 1 else
+                 "ours faster, the other way round from the blog" if gpu_verdict.real else
+                 "neither direction, by the series' rule")
+    text += (f"Yours, at {n:,} elements on {helpers.env_info()['gpu']}: GPU time {num(us(kernel_ms[OURS]))} µs "
+             f"against {num(us(kernel_ms[TORCH]))} µs, ratio {gpu_ratio.median:.2f}, {gpu_verdict.text} "
+             f"({direction}); host time per call {num(h_ours)} µs against {num(h_torch)} µs, ratio "
+             f"{host_ratio:.2f}, one reading each and so no verdict. ")
+    paired = both_launch_bound()
+    if paired:
+        longer = sum(r > 1 for r in paired.values())
+        text += (f"Where both calls are launch-bound ({len(paired)} sizes of the sweep below, each its own reading), "
+                 f"ours took the host longer per call at {longer} of them (ratios {num(min(paired.values()))} to "
+                 f"{num(max(paired.values()))}). ")
+    text += ("A launch-bound `do_bench` number leans towards the host clock on a slow host, and towards the GPU "
              "clock where the kernel is long enough to hide the launch behind it.")
 helpers.md(text)
 
@@ -449,6 +521,7 @@ for size, (c, h) in measured.items():
                     "gpu_ratio": r.median, "gpu_quartiles": f"{r.low:.2f}-{r.high:.2f}",
                     "gpu_floor": c.floor.median, "gpu_verdict": c.verdict(OURS).text,
                     "triton_host_us": us(h[OURS]), "torch_host_us": us(h[TORCH]), "host_ratio": h[OURS] / h[TORCH],
+                    "triton_regime": regime(*times_us(size, OURS)), "torch_regime": regime(*times_us(size, TORCH)),
                     "triton_GB_s": gb_s(nbytes, c.ms[OURS]), "torch_GB_s": gb_s(nbytes, c.ms[helpers.REFERENCE])})
     else:  # one clock, the interpreter's: the comparison's medians, its ratio and its floor
         row.update({"triton_host_us": us(h[OURS]), "torch_host_us": us(h[TORCH]), "host_ratio": r.median,
@@ -461,8 +534,8 @@ helpers.show(sweep.apply(lambda column: column.map(lambda v: helpers.fmt(v, 3) i
                                                    else v)))
 if helpers.HAS_GPU:
     print(f"GPU = {helpers.CLOCK_LABELS['gpu']}, medians of {calls.rounds} shuffled rounds (floor: torch.add against "
-          f"itself); host = {HOST_CLOCK}; GB/s from GPU time; fits_L2: 3 x n x {element_bytes} bytes <= "
-          f"{mb(L2_BYTES)}")
+          f"itself); host = {HOST_CLOCK}, {HOST_READING} per size and version; regime: {REGIME_RULE}; GB/s from "
+          f"GPU time; fits_L2: 3 x n x {element_bytes} bytes <= {mb(L2_BYTES)}")
 else:
     print(f"host = {HOST_CLOCK}: medians of {calls.rounds} shuffled rounds (floor: torch.add against itself)")
 
@@ -508,17 +581,33 @@ plt.show()
 
 
 # %%
-def launch_bound_sizes(sweep, version: str) -> list:
-    """The sizes at which ``version``'s host time per call exceeds its GPU time beyond noise (the series'
-    one threshold, ``helpers.verdict``): the launch-bound region."""
-    return [int(row["n"]) for _, row in sweep.iterrows()
-            if launch_bound(row[f"{version}_host_us"], row[f"{version}_gpu_us"])]
-
-
 def size_list(sizes) -> str:
     """Sizes as '4K, 16K elements' (a list or a pandas Series: never tested for truth, which a Series refuses)."""
     sizes = [int(s) for s in sizes]
     return (", ".join(helpers.count_label(s) for s in sizes) + " elements") if sizes else "no size"
+
+
+def span(values) -> str:
+    """'19.1 to 25.5' (or one number where they are all the same)."""
+    lo, hi = min(values), max(values)
+    return num(lo) if num(lo) == num(hi) else f"{num(lo)} to {num(hi)}"
+
+
+def and_list(items) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    items = list(items)
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def held_back(verdicts: dict) -> str:
+    """size -> Verdict: the 'within noise' sizes grouped by the rule that held them back ('at 4K, 16K elements
+    the ratio lies closer to 1 than the series' smallest real effect (5%)'), from ``Verdict.reason``."""
+    groups = {}
+    for size, v in verdicts.items():
+        if not v.real:
+            groups.setdefault(v.reason, []).append(size)
+    return "; ".join(f"at {size_list(sizes)} " + ("the ratio lies " if reason.startswith("closer") else "") + reason
+                     for reason, sizes in groups.items())
 
 
 def memory_reading(sweep) -> str:
@@ -538,7 +627,8 @@ def memory_reading(sweep) -> str:
                        "vectors would be needed to compare with its nominal bandwidth.")
     big = beyond.iloc[-1]
     text += (f"Beyond L2, at {size_list(beyond['n'])}, every call streams its tensors from main memory. At the "
-             f"largest size our kernel moved {big['triton_GB_s']:.0f} GB/s and PyTorch's {big['torch_GB_s']:.0f} GB/s")
+             f"largest size our kernel moved {num(big['triton_GB_s'])} GB/s and PyTorch's "
+             f"{num(big['torch_GB_s'])} GB/s")
     if not nominal:
         return text + " (this GPU's nominal bandwidth is unknown: add it to `helpers.NOMINAL_GB_S`)."
     shares = 100 * big["triton_GB_s"] / nominal, 100 * big["torch_GB_s"] / nominal
@@ -553,52 +643,66 @@ def memory_reading(sweep) -> str:
                    "both are still well below the memory's limit, so larger sizes might keep climbing.")
 
 
+def host_reading(sweep) -> str:
+    """The host-time paragraph: each size's regime, per version, and what the launch-bound readings say."""
+    regimes = {}
+    for name, col in ((OURS, "triton"), (TORCH, "torch")):
+        groups = {k: sweep.loc[sweep[f"{col}_regime"] == k, "n"] for k in ("launch-bound", "mixed", "GPU-bound")}
+        regimes[name] = and_list([f"{k} at {size_list(sizes)}" for k, sizes in groups.items() if len(sizes)])
+    text = (f"**Host time** (each time {HOST_READING}, per size and version). Read from the two clocks at each size "
+            f"({REGIME_RULE}), ours was {regimes[OURS]}; `torch.add` was {regimes[TORCH]}. ")
+    readings = {name: launch_bound_readings(name) for name in (OURS, TORCH)}
+    priced = [f"{span(r)} µs ({'ours' if name == OURS else '`torch.add`'})" for name, r in readings.items() if r]
+    if priced:
+        text += ("Where a call is launch-bound its host time prices the launch (Python, dispatch, driver), not the "
+                 f"bytes: there one call cost the host {' and '.join(priced)}, against {num(prices.triton_us)} µs "
+                 "for an empty "
+                 f"Triton launch and {num(prices.torch_us)} µs for a one-element PyTorch op. ")
+    paired = both_launch_bound()
+    if paired:
+        text += (f"Where both are launch-bound ({len(paired)} sizes), the host-time ratio, ours over `torch.add`'s, "
+                 f"ran from {min(paired.values()):.2f} to {max(paired.values()):.2f}. ")
+    waiting = sweep.loc[(sweep["triton_regime"] == "GPU-bound") & (sweep["torch_regime"] == "GPU-bound"), "n"]
+    text += (f"At {size_list(waiting)} both calls are GPU-bound: the host waits for the GPU, and both clocks read "
+             "the bytes.\n\n" if len(waiting) else
+             "At no size of this sweep are both calls GPU-bound: larger vectors would be needed to see the host "
+             "wait for the GPU.\n\n")
+    return text
+
+
 first, last = sweep.iloc[0], sweep.iloc[-1]
 size_growth = last["n"] / first["n"]
+rule = "the series' rule (twice `torch.add`'s own A/A floor at that size, and never under 5%)"
 if not helpers.HAS_GPU:
+    verdicts = {size: c.verdict(OURS) for size, (c, _) in measured.items()}
+    counts = Counter("within noise" if not v.real else v.text.split(" ")[-1] for v in verdicts.values())
     text = (f"From the smallest to the largest vector the data grew **{size_growth:,.0f}x** while the "
             f"interpreter's time per call of our kernel grew "
-            f"**{num(last['triton_host_us'] / first['triton_host_us'])}x**; "
-            "read against each size's own A/A floor, ours was "
-            + ", ".join(f"{verdict_word} at {count} of the {len(sweep)} sizes" for verdict_word, count in
-                        Counter(v if v == "within noise" else v.split(" ")[-1] for v in sweep["verdict"]).items())
-            + " against `torch.add`. In CPU mode there is no GPU time, so no launch-bound region and no bandwidth: the "
-            "interpreter's time is numpy's, not a GPU's. Read the shape of the curves on a GPU run.")
+            f"**{num(last['triton_host_us'] / first['triton_host_us'])}x**. Judged by {rule}, ours was "
+            + ", ".join(f"{word} at {count} of the {len(sweep)} sizes" for word, count in counts.items())
+            + " against `torch.add`" + (f"; {held_back(verdicts)}" if counts["within noise"] else "")
+            + ". In CPU mode there is no GPU time, so no launch-bound region and no bandwidth: the interpreter's "
+            "time is numpy's, not a GPU's. Read the shape of the curves on a GPU run.")
 else:
-    verdicts = sweep["gpu_verdict"]
-    noise_sizes = sweep.loc[verdicts == "within noise", "n"]
-    slower = sweep.loc[sweep["gpu_ratio"].gt(1) & (verdicts != "within noise"), "n"]
-    faster = sweep.loc[sweep["gpu_ratio"].lt(1) & (verdicts != "within noise"), "n"]
-    text = (f"**GPU time.** Each size's ratio is the median of {calls.rounds} shuffled rounds, read against "
-            f"`torch.add`'s own A/A floor at that size. At {len(noise_sizes)} of the {len(sweep)} sizes the two "
-            f"kernels are within noise of each other on the GPU clock"
-            + (f"; ours is slower at {size_list(slower)}" if len(slower) else "")
-            + (f"; ours is faster at {size_list(faster)}" if len(faster) else "")
-            + f" (GPU-time ratios from {sweep['gpu_ratio'].min():.2f} to {sweep['gpu_ratio'].max():.2f}). "
+    verdicts = {size: c.verdict(OURS) for size, (c, _) in measured.items()}
+    noise_sizes = [size for size, v in verdicts.items() if not v.real]
+    slower = [size for size, v in verdicts.items() if v.real and v.ratio > 1]
+    faster = [size for size, v in verdicts.items() if v.real and v.ratio < 1]
+    text = (f"**GPU time.** Each size's ratio is the median of {calls.rounds} shuffled rounds, judged by {rule}. "
+            f"At {len(noise_sizes)} of the {len(sweep)} sizes the two kernels are within noise of each other on the "
+            "GPU clock" + (f": {held_back(verdicts)}" if noise_sizes else "")
+            + (f"; ours is slower at {size_list(slower)}" if slower else "")
+            + (f"; ours is faster at {size_list(faster)}" if faster else "")
+            + f". The GPU-time ratios run from {sweep['gpu_ratio'].min():.2f} to {sweep['gpu_ratio'].max():.2f}. "
             f"From the smallest to the largest vector the data grew {size_growth:,.0f}x while our kernel's GPU "
             f"time grew {num(last['triton_gpu_us'] / first['triton_gpu_us'])}x. ")
     rate = last["triton_GB_s"]  # the rate our kernel reached on the largest vector
     bytes_us = first["MB_moved"] * 1e6 / (rate * 1e9) * 1e6
-    text += (f"At {helpers.count_label(first['n'])} elements it ran for {first['triton_gpu_us']:.2f} µs; at the "
-             f"{num(rate)} GB/s it reached on the largest vector, its {first['MB_moved'] * 1e3:.0f} KB would take "
-             f"{bytes_us:.3f} µs, so {100 * (1 - bytes_us / first['triton_gpu_us']):.0f}% of that time is the GPU's "
+    text += (f"At {helpers.count_label(first['n'])} elements it ran for {num(first['triton_gpu_us'])} µs; at the "
+             f"{num(rate)} GB/s it reached on the largest vector, its {num(first['MB_moved'] * 1e3)} KB would take "
+             f"{num(bytes_us)} µs, so {100 * (1 - bytes_us / first['triton_gpu_us']):.0f}% of that time is the GPU's "
              "fixed cost of running a kernel at all, not the bytes.\n\n")
-    bound_ours, bound_torch = launch_bound_sizes(sweep, "triton"), launch_bound_sizes(sweep, "torch")
-    bound_host = sweep.loc[sweep["n"].isin(bound_ours), "triton_host_us"]
-    text += (f"**Host time.** The host time per call exceeds the GPU time beyond noise at {size_list(bound_ours)} "
-             f"for ours and at {size_list(bound_torch)} for `torch.add`: there the calls are launch-bound, and "
-             "what the host time measures is the launch (Python, dispatch, driver), not the bytes (compare the launch prices: "
-             f"{num(prices.triton_us)} µs for an empty Triton launch, {num(prices.torch_us)} µs for a one-element "
-             "PyTorch op). "
-             + ("At the other sizes the host time per call does not exceed the GPU time beyond noise: there the "
-                "host waits for the GPU. "
-                if len(bound_ours) < len(sweep) or len(bound_torch) < len(sweep) else
-                "At no size here does the GPU time overtake it: larger vectors would be needed. ")
-             + "Over the launch-bound sizes, one call of ours cost the host "
-             + (f"{bound_host.min():.1f} to {bound_host.max():.1f} µs; " if bound_ours else "(none); ")
-             + "the host-time ratio (ours over PyTorch's) ranges from "
-             f"{sweep['host_ratio'].min():.2f} to {sweep['host_ratio'].max():.2f} across the sweep.\n\n")
-    text += memory_reading(sweep)
+    text += host_reading(sweep) + memory_reading(sweep)
 helpers.md(text)
 
 # %% [markdown]
@@ -606,7 +710,9 @@ helpers.md(text)
 #
 # The blog's column is its T4 run (`do_bench`: host and GPU time mixed), the `h200` column the committed
 # run of this series. `add.triton_ms`, `add.torch_ms` and `add.ratio` are GPU time here (interpreter wall
-# time in CPU mode), `add.ratio` with the quartiles of its rounds; the `host_` rows are host time per call.
+# time in CPU mode), `add.ratio` with the quartiles of its rounds; the `host_` rows are host time per call and
+# the `launch_us` rows host time per empty launch, each a single reading (the median of a few synchronised
+# loops), so `add.host_ratio` carries no verdict on a GPU.
 
 # %%
 helpers.show(helpers.compare("add."))

@@ -323,9 +323,15 @@ def in_words(v, other):
 
 def than(a, b, floor=None):
     """'1.09x faster than' or 'within noise of': helpers.verdict on the time ratio a / b (against ``floor``
-    where one was measured)."""
+    where one was measured). For medians of rounds only: two single readings get ``single_ratio``."""
     v = helpers.verdict(a / b, floor)
     return f"{v.text} than" if v.real else "within noise of"
+
+
+def single_ratio(a, b):
+    """A ratio of two single host readings (one of each call, no rounds, so no verdict): '151 times', '0.89 times'."""
+    r = a / b
+    return f"{r:.0f} times" if r >= 10 else f"{r:.2f} times"
 
 
 def rounds_vs_sdpa(shape, version):
@@ -359,10 +365,11 @@ if helpers.HAS_GPU:
         f"({gpu('blog', 'slow'):.4f} GPU ms, {times['blog', 'slow'].launches:.0f} launches), against an A/A floor "
         f"of {blog_r.floor.median:.3f}. On Qwen3's own shape the slow path was {rounds_vs_sdpa('qwen', 'slow')}.\n\n"
         f"**Host clock.** The same three calls took {host('blog', 'sdpa'):.3f}, {host('blog', 'torch_ops'):.3f} "
-        f"and {host('blog', 'slow'):.3f} host ms per call on the blog's shape: PyTorch ops "
-        f"{than(host('blog', 'torch_ops'), host('blog', 'sdpa'))} SDPA, the slow path "
-        f"{than(host('blog', 'slow'), host('blog', 'sdpa'))} it. In {host_above} of the {len(times)} "
-        "measurements the host time per call was longer than the GPU time.\n\n"
+        f"and {host('blog', 'slow'):.3f} host ms per call on the blog's shape: PyTorch ops took "
+        f"{single_ratio(host('blog', 'torch_ops'), host('blog', 'sdpa'))} SDPA's host time, the slow path "
+        f"{single_ratio(host('blog', 'slow'), host('blog', 'sdpa'))} (one host reading of each call, no rounds: "
+        f"ratios, not verdicts). In {host_above} of the {len(times)} measurements the host time per call was "
+        "longer than the GPU time.\n\n"
         + blog_part + " Read them against the host-clock ratios above rather than the GPU-clock ones."
     )
 else:
@@ -452,15 +459,17 @@ extra_launches = slow.launches - sdpa.launches
 gap_verdict = (helpers.verdict(slow.host_ms / sdpa.host_ms) if helpers.HAS_GPU else
                rounds["blog"].verdict("slow"))  # CPU mode: the one clock, from the rounds
 if not (gap_verdict.real and gap_verdict.ratio > 1):
-    reading = (f"On the blog's shape the slow path's host time per call was {than(slow.host_ms, sdpa.host_ms)} "
-               "SDPA's here, so there is no gap to split into launching and computing. ")
+    reading = ("On the blog's shape the slow path's host time per call was "
+               + (f"{single_ratio(slow.host_ms, sdpa.host_ms)} SDPA's (one host reading of each call)"
+                  if helpers.HAS_GPU else f"{in_words(gap_verdict, 'SDPA')}'s in the rounds")
+               + ", not clearly more, so there is no gap to split into launching and computing. ")
 elif helpers.HAS_GPU:
     gpu_gap = slow.gpu_ms - sdpa.gpu_ms
     reading = (f"On the blog's shape the slow path's host time per call was **{host_gap:.3f} ms** above SDPA's, "
                f"for **{extra_launches:.0f}** more launches. Its GPU time was **{gpu_gap:.4f} ms** above SDPA's "
                f"({100 * gpu_gap / host_gap:.0f}% of the gap): {read_split(gpu_gap, host_gap)}. The other "
-               f"{host_gap - gpu_gap:.3f} ms come to about **{1e3 * (host_gap - gpu_gap) / extra_launches:.1f} µs "
-               "of host time per extra launch**, spent while the GPU waited. ")
+               f"{host_gap - gpu_gap:.3f} ms, host time beyond the extra GPU work, come to about "
+               f"**{1e3 * (host_gap - gpu_gap) / extra_launches:.1f} µs per extra launch**. ")
 else:
     reading = (f"In the interpreter the slow path took {host_gap:.1f} ms longer than SDPA for {extra_launches:.0f} "
                f"more of our launches, about {1e3 * host_gap / max(extra_launches, 1):.0f} µs each: the interpreter "
@@ -468,7 +477,8 @@ else:
                "launching and GPU work needs the GPU clock; on a GPU this cell makes it. ")
 per_launch = timing[PER_LAUNCH].dropna()
 if helpers.HAS_GPU:
-    reading += (f"Across all six measurements the host time per launch ranged from {per_launch.min():.1f} to "
+    reading += (f"Across all six measurements the host time per launch (host time per call over launches per "
+                f"call, the column above) ranged from {per_launch.min():.1f} to "
                 f"{per_launch.max():.1f} µs, and the GPU time was {100 * timing['GPU time / host time'].min():.0f}% "
                 f"to {100 * timing['GPU time / host time'].max():.0f}% of the host time per call. ")
 # two shapes, two runs of rounds: the GPU-time ratio is held against the noisier of their two A/A floors
@@ -476,8 +486,9 @@ noisier = max((rounds[s].floor for s in SHAPES), key=lambda f: abs(f.median - 1)
 reading += (
     f"Qwen3's shape does {flops_ratio:.1f}x the arithmetic of the blog's on {bytes_ratio:.1f}x the bytes, with "
     f"{times['qwen', 'slow'].launches:.0f} launches against {slow.launches:.0f}: its slow path was "
-    + (f"{than(gpu('qwen', 'slow'), gpu('blog', 'slow'), noisier)} the blog shape's on the GPU clock and "
-       f"{than(host('qwen', 'slow'), host('blog', 'slow'))} it on the host clock."
+    + (f"{than(gpu('qwen', 'slow'), gpu('blog', 'slow'), noisier)} the blog shape's on the GPU clock (medians "
+       f"of rounds), and took {single_ratio(host('qwen', 'slow'), host('blog', 'slow'))} its host time per call "
+       "(one host reading of each, no rounds: a ratio, not a verdict)."
        if helpers.HAS_GPU else
        f"{than(host('qwen', 'slow'), host('blog', 'slow'), noisier)} the blog shape's in interpreter time.")
 )
@@ -529,8 +540,12 @@ helpers.record("attention.modules_replaced", counts["attention"], "modules", "at
 #
 # - $p_\text{PyTorch}$, the host's price of one PyTorch launch inside `generate()`, comes from the original
 #   model in the same comparison: its wall ms per decoded token minus its GPU-busy ms, over its launches.
-# - $p_\text{ours}$ is measured above, not fitted: the per-head loop's host time per call at Qwen3's shape
-#   over its launches per call (every kernel of the call, ours and the mask's PyTorch ops alike).
+# - $p_\text{ours}$ is measured above, not fitted: the per-head loop's host time per call divided by its
+#   launches per call (every kernel of the call, ours and the mask's PyTorch ops alike), the table's "host
+#   µs per launch". Of the loop's two rows, Qwen3's shape is the one used, because it is the shape the
+#   model's attention runs; the blog's shape, priced the same way, is printed beside it.
+# - Chapter 8 does it the other way round: it fits both prices to two configurations of the whole model
+#   (`helpers.fit_launch_budget`) instead of measuring them one call at a time.
 # - The launch counts $n$ and the GPU-busy ms are the patched model's own, from the profiler.
 #
 # The launch count itself is predicted by hand from the microbenchmark: the original's launches per token,
@@ -554,9 +569,13 @@ PREDICTION_BAR = helpers.PREDICTION_BAR  # a prediction within 20% of the measur
 print(f"launches per token: the original's + {n_attention} x ({qwen_slow.launches:.0f} - {qwen_sdpa.launches:.0f}) "
       f"= the original's {extra_per_token:+.0f} ({helpers.launch_note(per='call')})")
 if helpers.HAS_GPU:
+    # p_ours, measured: host time per call / launches per call, at Qwen3's shape (the one the model runs)
     ours_us = 1e3 * qwen_slow.host_ms / qwen_slow.launches
-    print(f"price of a launch of the per-head loop: {qwen_slow.host_ms:.3f} host ms per call / "
-          f"{qwen_slow.launches:.0f} launches per call = {ours_us:.1f} µs ({qwen_slow.host_clock})")
+    blog_slow = times["blog", "slow"]
+    print(f"price of a launch of the per-head loop, at Qwen3's shape: {qwen_slow.host_ms:.3f} host ms per call / "
+          f"{qwen_slow.launches:.0f} launches per call = {ours_us:.1f} µs ({qwen_slow.host_clock}); the blog's "
+          f"shape, priced the same way, gives {1e3 * blog_slow.host_ms / blog_slow.launches:.1f} µs (not used: "
+          "the model runs at Qwen3's shape)")
 else:
     print("CPU mode: the wall-time budget needs every CUDA launch per token and the GPU-busy time, which only a "
           "GPU profile gives; only the count of our launches is predicted here.")
@@ -582,6 +601,7 @@ predicted_ms = budget = None
 if helpers.HAS_GPU:
     torch_us = ((profile_original.wall_ms_per_token - profile_original.gpu_busy_ms_per_token) * 1e3
                 / profile_original.launches)
+    # both prices measured here, not fitted: fitted_on names where each came from (chapter 8 fits them instead)
     budget = helpers.LaunchBudget(torch_us=torch_us, ours_us=ours_us,
                                   fitted_on=("original", "host time per call of the per-head attention"))
     predicted_ms = budget.predict_ms(profile_custom)
@@ -593,7 +613,8 @@ for name, p in (("original", profile_original), (SLOW, profile_custom)):
            "predicted launches per token": "" if name == "original" else f"{predicted_launches:.0f}"}
     if budget is not None:
         row["predicted wall ms per decoded token"] = ("" if name == "original" else f"{predicted_ms:.2f}")
-        row["error %"] = "" if name == "original" else f"{100 * (predicted_ms / p.wall_ms_per_token - 1):+.1f}"
+        error = round(100 * (predicted_ms / p.wall_ms_per_token - 1), 1) + 0.0  # + 0.0: never "-0.0"
+        row["error %"] = "" if name == "original" else f"{error:+.1f}"
     rows.append(row)
 print(f"wall ms per decoded token: {profile_custom.note}; launches and GPU-busy ms: torch.profiler, "
       f"{helpers.launch_note()}"
@@ -620,8 +641,11 @@ text = (
 )
 if budget is not None:
     err_pct = 100 * (predicted_ms / measured_ms - 1)
+    size = f"{abs(err_pct):.1f}%" if abs(err_pct) < 100 else f"{abs(err_pct):.0f}%"
     text += (f"**The prediction.** The launch budget gave **{predicted_ms:.2f} wall ms per decoded token** against "
-             f"**{measured_ms:.2f}** measured: {err_pct:+.0f}%, ")
+             f"**{measured_ms:.2f}** measured: "
+             + ("equal to within 0.05%, " if abs(err_pct) < 0.05 else
+                f"{size} {'under' if err_pct < 0 else 'over'} the measurement, "))
     text += (f"within the series' {100 * PREDICTION_BAR:.0f}%. " if abs(err_pct) <= 100 * PREDICTION_BAR else
              f"outside the series' {100 * PREDICTION_BAR:.0f}%. ")
     if abs(err_pct) > 100 * helpers.MIN_EFFECT:  # beyond the smallest effect the series calls real: say why
@@ -631,8 +655,8 @@ if budget is not None:
         text += (f"With its {profile_custom.launches - ours:.0f} PyTorch launches at {torch_us:.1f} µs "
                  f"({torch_part:.2f} ms of host time) and {profile_custom.gpu_busy_ms_per_token:.2f} GPU-busy ms, the "
                  f"measurement leaves {implied_us:.1f} µs per launch of ours inside `generate()`, against the "
-                 f"{ours_us:.1f} µs the loop cost per launch on its own: {abs(implied_us - ours_us) * ours / 1e3:.2f} "
-                 "ms per token that the budget "
+                 f"{ours_us:.1f} µs of host time per launch measured for the loop on its own: "
+                 f"{abs(implied_us - ours_us) * ours / 1e3:.2f} ms per token that the budget "
                  + ("does not see" if implied_us > ours_us else "counts and the model does not spend")
                  + f". (The loop's price spreads its host time over all {qwen_slow.launches:.0f} of its launches, "
                  f"{qwen_slow.launches - qwen_slow_ours:.0f} of them PyTorch's, which the budget prices at "

@@ -118,11 +118,17 @@ assert ok, f"the custom stack moved the logits by {rel:.1e} of their scale (tole
 # module three launches per query head. PyTorch's own kernels for those modules disappear, but the
 # glue between them stays: rotary embeddings, residual additions, the activation, reshapes.
 #
-# So we expect the total launch count per token to go up by roughly the attention loop's launches, the
-# GPU-busy time to go up a little (our kernels are less efficient, but the work is tiny), and the wall
-# time per token to go up by about the extra launches times the host time of a launch: tens of
-# microseconds for ours (chapter 5 measured it per call). If that is right, the slowdown comes from
-# launching, not from computing.
+# So, before measuring, four predictions, each with the test that will judge it after the measurement:
+#
+# 1. **Our launches per token** equal the hand count below (a count, so exactly).
+# 2. **All launches per token** go up by about the attention loop's launches, 3 per query head per layer
+#    (the other swaps replace PyTorch's launches with ours): within 20% of that (`helpers.PREDICTION_BAR`).
+# 3. **The GPU-busy time per token** goes up (our kernels are less efficient than PyTorch's, but the work
+#    is tiny), by less than half of the wall time the custom model adds per token.
+# 4. **The rest of the added wall time** is the host launching kernels: tens of microseconds per extra
+#    launch (chapter 5 timed its loop's launches on the host clock), so between 10 and 100 µs.
+#
+# If 3 and 4 hold, the slowdown comes from launching, not from computing.
 
 # %%
 heads = config.num_attention_heads
@@ -131,6 +137,9 @@ expected_ours = 2 * counts["rmsnorm"] + (counts["attention_proj"] + counts["mlp_
 print(f"our launches per token, by hand: 2 x {counts['rmsnorm']} + "
       f"{counts['attention_proj'] + counts['mlp_proj'] + counts['lm_head']} + 3 x {heads} x {counts['attention']} "
       f"= {expected_ours}")
+attention_loop = 3 * heads * counts["attention"]  # prediction 2: all launches per token rise by about this
+print(f"predicted rise of all launches per token: about the attention loop's 3 x {heads} x {counts['attention']} "
+      f"= {attention_loop}")
 
 # %% [markdown]
 # ## Measure: how much slower?
@@ -166,6 +175,26 @@ helpers.md(
     f"time (quartiles {ratio.low:.2f}-{ratio.high:.2f}), against an A/A floor of {floor.median:.2f} "
     f"({floor.low:.2f}-{floor.high:.2f}): **{slowdown.text}**."
 )
+
+
+def read_quotients(comparison, names):
+    """Why the table's tokens/s need not divide into its ratios: the quotient of two medians of tokens/s (a
+    time ratio, the original's tokens/s over ``name``'s) set beside the median of the per-round ratios."""
+    parts = []
+    for name in names:
+        q = comparison.tokens_per_s[helpers.ORIGINAL] / comparison.tokens_per_s[name]
+        r = comparison.ratios[name]
+        where = "inside" if r.low <= q <= r.high else "outside"
+        parts.append(f"for *{name}* the medians' quotient is {q:.3f} and the median per-round ratio "
+                     f"{r.median:.3f}, the quotient {where} the ratio's quartiles ({r.low:.2f}-{r.high:.2f})")
+    return ("The tokens/s in the table are medians of each configuration's own rounds; the time ratios are "
+            "medians of per-round ratios, each time over the original's in the same round. The host's speed "
+            "drifts from round to round: a ratio within a round cancels the drift, a quotient of two medians "
+            "taken over different rounds does not, so the two readings need not agree. Here, "
+            + "; ".join(parts) + ". The verdicts read the per-round ratios.")
+
+
+helpers.md(read_quotients(comparison, [helpers.ORIGINAL_AGAIN, CUSTOM]))
 
 # %% [markdown]
 # ## Where the time goes, per token
@@ -261,6 +290,71 @@ else:
     text += ("In CPU mode every one of our launches runs in Triton's interpreter, so the slowdown here measures "
              "the interpreter; the GPU-busy split needs a GPU.")
 helpers.md(text)
+
+# %% [markdown]
+# ## Were the predictions right?
+#
+# The four predictions made before the measurement, each judged by the test it was given there.
+
+# %%
+def judge_predictions(expected_ours, attention_loop, original, custom):
+    """The chapter's four predictions against the measured profiles: one row each (prediction, expected,
+    measured, held or missed and by how much). Predictions 2 to 4 need every CUDA launch and the GPU-busy
+    time, so a GPU."""
+    bar = helpers.PREDICTION_BAR
+    ours = custom.project_launches_per_token
+    rows = [{"prediction": "1. our launches per token = the hand count", "expected": f"{expected_ours}",
+             "measured": f"{ours:.0f}",
+             "held?": "held" if round(ours) == expected_ours else f"missed by {ours - expected_ours:+.0f} launches"}]
+    if not helpers.HAS_GPU:
+        for what in ("2. all launches rise by about the attention loop's", "3. extra GPU-busy < half the extra wall",
+                     "4. 10-100 µs of waiting per extra launch"):
+            rows.append({"prediction": what, "expected": "-", "measured": "-",
+                         "held?": "not judged: needs a GPU (CPU mode counts our launches only, no GPU time)"})
+        return rows
+    rise = custom.launches - original.launches
+    off = rise / attention_loop - 1
+    rows.append({"prediction": "2. all launches rise by about the attention loop's", "expected": f"+{attention_loop}",
+                 "measured": f"{rise:+.0f}",
+                 "held?": (f"held ({100 * off:+.0f}%, within {100 * bar:.0f}%)" if abs(off) <= bar else
+                           f"missed by {100 * off:+.0f}% (the bar: {100 * bar:.0f}%)")})
+    extra_wall = custom.wall_ms_per_token - original.wall_ms_per_token
+    extra_busy = custom.gpu_busy_ms_per_token - original.gpu_busy_ms_per_token
+    if extra_wall <= 0:
+        busy_held = wait_held = f"missed: the wall time per token did not go up ({extra_wall:+.2f} wall ms)"
+        busy_measured = wait_measured = "-"
+    else:
+        share = extra_busy / extra_wall
+        busy_measured = f"{extra_busy:.2f} GPU ms of {extra_wall:.1f} wall ms ({100 * share:.0f}%)"
+        busy_held = ("held" if extra_busy > 0 and share < 0.5 else
+                     "missed: the GPU-busy time did not go up" if extra_busy <= 0 else
+                     f"missed: {100 * share:.0f}% of the added wall time, not under 50%")
+        if rise > 0:
+            per_launch = 1e3 * (extra_wall - extra_busy) / rise
+            wait_measured = f"{per_launch:.1f} µs"
+            wait_held = ("held" if 10 <= per_launch < 100 else
+                         f"missed: {per_launch:.1f} µs is {'under 10' if per_launch < 10 else 'over 100'} µs")
+        else:
+            wait_measured, wait_held = "-", f"missed: no extra launches ({rise:+.0f})"
+    rows.append({"prediction": "3. extra GPU-busy < half the extra wall", "expected": "< 50%",
+                 "measured": busy_measured, "held?": busy_held})
+    rows.append({"prediction": "4. 10-100 µs of waiting per extra launch", "expected": "10-100 µs",
+                 "measured": wait_measured, "held?": wait_held})
+    return rows
+
+
+judged = pd.DataFrame(judge_predictions(expected_ours, attention_loop, profile_original, profile_custom))
+helpers.show(judged.set_index("prediction"))
+held = judged["held?"].str.startswith("held")
+judgeable = ~judged["held?"].str.startswith("not judged")
+conclusion = ""
+if helpers.HAS_GPU:
+    conclusion = (" Predictions 3 and 4 both held: the slowdown came from launching, not from computing."
+                  if held.iloc[2] and held.iloc[3] else
+                  " Predictions 3 and 4 did not both hold, so this run does not show that the slowdown came from "
+                  "launching alone.")
+helpers.md(f"{int(held.sum())} of the {int(judgeable.sum())} predictions that this run can judge held"
+           + (f" ({int((~judgeable).sum())} need a GPU)" if (~judgeable).any() else "") + "." + conclusion)
 
 # %%
 helpers.show(helpers.compare(["full.tps_original", "full.tps_custom", "full.slowdown",
@@ -384,13 +478,16 @@ if first >= 0:
             return f"{who} saw an exact tie (the first of the tied tokens wins)"
         return f"{who} now preferred the other token, by {-p:.3g}"
 
+    bound = 2 * logit_gap[-1].item()  # the most the two models' logits can move the top-2 margin apart
     text = (f"The streams split at generated token **{first}**: the original picked {name(tok_o)}, the custom "
             f"stack {name(tok_c)}. In the forward pass over the shared prefix, {preference(pref_o, 'the original')} "
             f"in logit and {preference(pref_c, 'the custom model')}. The largest logit difference between the two "
-            f"models at that step was {logit_gap[-1]:.3g}, "
-            + (f"against a median top-2 margin of {median_margin:.3g} over the steps before. " if first > 0 else
-               f"against the original's top-2 margin of {margins[-1]:.3g} there (the very first step: no steps "
-               "before it). "))
+            f"models at that step was {logit_gap[-1]:.3g}, so the custom model's logits could close the original's "
+            f"top-2 margin by up to twice that, {bound:.3g}; the original's margin there was {margins[-1]:.3g}, "
+            + ("within that reach: a flip was possible. " if margins[-1] <= bound else
+               "beyond that reach: in this pass no flip was possible. ")
+            + (f"Over the steps before, the median margin was {median_margin:.3g}. " if first > 0 else
+               "It was the very first step. "))
     text += ("The recomputed logits reproduce the flip. " if same_flip else
              "This recomputation does not reproduce the flip exactly: here both models see the whole prefix "
              "in one pass, while during generation they computed the step from the KV cache, one token at a "
@@ -403,9 +500,10 @@ if first >= 0:
              "algorithm picked by cuBLAS) can move it, and a rerun may find it elsewhere.")
 else:
     text = (f"The streams never differ over these {n} tokens. At the last step the largest logit difference "
-            f"between the models was {logit_gap[-1]:.2e}, while the median top-2 margin was {median_margin:.3f}: "
-            "no pick flipped (the figure below counts the steps where one could have). Longer generations, lower "
-            "precision or a deeper model make a flip more likely.")
+            f"between the models was {logit_gap[-1]:.3g}, so the top-2 margin could move by up to "
+            f"{2 * logit_gap[-1]:.3g}, while the median top-2 margin was {median_margin:.3g}: no pick flipped (the "
+            "figure below counts the steps where one could have). Longer generations, lower precision or a deeper "
+            "model make a flip more likely.")
 helpers.md(text)
 
 # %%
@@ -413,7 +511,8 @@ fig, ax = plt.subplots(figsize=(7, 4))
 x = range(len(margins))
 lowest = 1e-7  # a log axis cannot show an exact tie or an exact match: plot those at this value
 ax.plot(x, margins.clamp_min(lowest).cpu(), marker=".", label="original's top-2 margin (how close the pick was)")
-ax.plot(x, logit_gap.clamp_min(lowest).cpu(), marker=".", label="largest logit difference between the two models")
+ax.plot(x, (2 * logit_gap).clamp_min(lowest).cpu(), marker=".",
+        label="twice the largest logit difference between the models (the most they can close the margin)")
 ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
 if first >= 0:
     ax.axvline(first, color="red", linestyle="--", label=f"first divergence (token {first})")
@@ -425,26 +524,47 @@ ax.set_title("How close was each greedy pick, and how far apart were the models?
 ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.15))  # below the axes, off the data
 helpers.save_figure(fig, "full_stack_divergence")
 plt.show()
-closest = int(margins.argmin())
-n_smallest = int((margins == margins.min()).sum())
-# The custom model's logits are the original's moved by at most logit_gap each, so the top-2 margin can shrink
-# by at most 2 * logit_gap: a flip needs margin <= 2 * logit_gap (at equality a tie, which goes to the lower
-# token id), and a step where the two models' logits are identical (logit_gap == 0) cannot flip at all.
-n_close = int(((margins <= 2 * logit_gap) & (logit_gap > 0)).sum())
-n_disagree = int((steps_original.argmax(-1) != steps_custom.argmax(-1)).sum())  # real flips in this pass
-helpers.md(
-    f"Over the {len(margins)} steps shown, the two models' logits differed by at most "
-    f"{logit_gap.max():.3g} (median {logit_gap.median():.3g}), while the original's top-2 margin had a median "
-    f"of {margins.median():.3g} and dipped to {margins.min():.3g}, first at token {closest}"
-    + (f" and {n_smallest} times in all" if n_smallest > 1 else "")
-    + ". Each of the two top logits can move by up to the largest difference between the models at that step, "
-    "one up and the other down, so a pick can flip only where the margin is no larger than twice that "
-    f"difference (at exactly twice, the two tie): that was the case at {n_close} of "
-    f"the {len(margins)} steps. In this forward pass the two models' top picks actually disagreed at "
-    f"{n_disagree} of them; "
-    + ("the red line marks the step where the generated streams first split." if first >= 0 else
-       "the generated streams never split.")
-)
+
+
+def read_flips(margins, logit_gap, flipped):
+    """Where a greedy pick could flip, and where it did, over the steps of one forward pass.
+
+    ``margins``: the original's top-2 margin per step; ``logit_gap``: the largest |original - custom| logit per
+    step; ``flipped``: where the two models' top picks differ. The custom model's logits are the original's
+    moved by at most ``logit_gap``, so its preference for the original's pick over any other token is at least
+    ``margin - 2 * logit_gap``: a pick can flip only where ``margin <= 2 * logit_gap`` (at equality at most a
+    tie, which goes to the lower token id), and never where the logits are identical (``logit_gap == 0``).
+    """
+    possible = (margins <= 2 * logit_gap) & (logit_gap > 0)
+    n, n_possible, n_flipped = len(margins), int(possible.sum()), int(flipped.sum())
+    outside = int((flipped & ~possible).sum())
+    closest = int(margins.argmin())
+    n_smallest = int((margins == margins.min()).sum())
+    text = (f"Over the {n} steps shown, the largest logit difference between the two models had a median of "
+            f"{logit_gap.median():.3g} (at most {logit_gap.max():.3g}); the original's top-2 margin had a median of "
+            f"{margins.median():.3g} and dipped to {margins.min():.3g}, first at token {closest}"
+            + (f" and {n_smallest} times in all" if n_smallest > 1 else "") + ". "
+            "The custom model's logits are the original's moved by at most that step's largest difference, so its "
+            "margin for the original's pick over any other token is at least the original's margin minus twice "
+            "that difference: a pick can flip only where the margin is at most twice the difference (where the "
+            f"figure's first line touches or dips below its second). That was the case at {n_possible} of the {n} "
+            "steps. ")
+    if n_flipped == 0:
+        text += "In this forward pass no top pick actually differed between the models."
+    else:
+        where = ", ".join(str(i) for i in flipped.nonzero().flatten().tolist()[:10])
+        text += (f"In this forward pass the two models' top picks actually differed at {n_flipped} of the {n} steps "
+                 f"(token {where}" + (", ..." if n_flipped > 10 else "") + ")"
+                 + ((", among those steps." if n_flipped == 1 else ", all among those steps.") if outside == 0 else
+                    f"; {outside} of them outside those, which the bound rules out: rounding in the comparison "
+                    "itself."))
+    return text
+
+
+flipped = steps_original.argmax(-1) != steps_custom.argmax(-1)  # where this pass's top picks differ
+helpers.md(read_flips(margins, logit_gap, flipped)
+           + (" The red line marks the step where the generated streams first split." if first >= 0 else
+              " The generated streams never split."))
 
 # %% [markdown]
 # ## Why the same math gives different numbers

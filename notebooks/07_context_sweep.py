@@ -97,7 +97,8 @@ print(f"prompt lengths: {SIZES.context_prompts}; new tokens per generation: {N};
 #   as the prompt grows.
 #
 # tokens/s here is new tokens over the whole generation time, prefill included; no time per token is
-# derived from it.
+# derived from it. The time per decoded token comes from the same rounds instead (`Comparison.decode_ms`):
+# each round's generation minus its one-token generation, over the new tokens after the first.
 
 # %%
 runs = {}
@@ -170,6 +171,38 @@ for L in lengths:
                        f"wall time of a one-token generation, prompt {L}, right after each {N}-token one; median of "
                        f"{len(c.orders)} shuffled rounds", spread=prefill_per_round(c, name))
 
+
+def read_floors(runs, lengths):
+    """What the sweep's A/A floors came out at with its few rounds, and what they do to its verdicts."""
+    rounds = len(runs[lengths[0]].orders)
+    floors = {L: runs[L].floor for L in lengths}
+    stood = {L: runs[L].verdict(helpers.ORIGINAL_AGAIN) for L in lengths}  # a floor against the 5% minimum alone
+    noise = {L: runs[L].verdict(CUSTOM).noise for L in lengths}  # each point's threshold, widened by its floor
+    real = [L for L in lengths if runs[L].verdict(CUSTOM).real]
+    widest = max(noise.values())
+    text = (f"Each prompt length ran {rounds} shuffled rounds"
+            + (f", fewer than the {SIZES.rounds} of a single comparison elsewhere in the series: the series' time "
+               f"budget does not allow more for {len(lengths)} lengths. " if rounds < SIZES.rounds else ". ")
+            + "The original against itself came out at "
+            + ", ".join(f"{L}: {floors[L].median:.3f} ({floors[L].low:.2f}-{floors[L].high:.2f})" for L in lengths)
+            + ". ")
+    out = [L for L in lengths if stood[L].real]
+    if out:
+        text += (f"Beyond the series' {100 * helpers.MIN_EFFECT:.0f}% minimum, the original came out slower or "
+                 "faster than itself at " + ", ".join(f"{L} tokens ({stood[L].text})" for L in out)
+                 + f": with {rounds} rounds, the host's drift between two slots of one round is not averaged away. ")
+    else:
+        text += f"None of them stands out of the series' {100 * helpers.MIN_EFFECT:.0f}% minimum on its own. "
+    text += ("Each verdict widens its noise threshold to twice its own floor's distance from 1 (never under "
+             f"{100 * helpers.MIN_EFFECT:.0f}%): " + ", ".join(f"{L}: {100 * noise[L]:.0f}%" for L in lengths)
+             + f". The slowdown stood out of its threshold at {len(real)} of the {len(lengths)} lengths. A change of "
+             f"the slowdown from one length to another has to clear thresholds like these (up to {100 * widest:.0f}% "
+             "here) to count: the trend reading below judges it against the noisier end's floor.")
+    return text
+
+
+helpers.md(read_floors(runs, lengths))
+
 # %% [markdown]
 # ## Reading a trend from every point
 #
@@ -186,8 +219,10 @@ for L in lengths:
 # Otherwise the reading is "no consistent trend", and it says why: the quartiles leave room for no
 # change at all (within the per-round spread), the change is smaller than what the series counts as
 # noise, or the points do not move one way. The same reading is applied to each model's generation and
-# prefill times, and to the prefill ratio; the prefill readings are judged against the prefill's own A/A
-# floors (the original's one-token generations against its own, round by round), shown in the table above.
+# prefill times, to the prefill ratio and to each model's wall ms per decoded token; the prefill readings
+# are judged against the prefill's own A/A floors (the original's one-token generations against its own,
+# round by round, shown in the table above), the decode readings against the decode's
+# (`Comparison.decode_ratio` of the original against itself).
 
 # %%
 read_trend, read_together = helpers.read_trend, helpers.read_together  # one reading, shared with chapter 8
@@ -203,6 +238,17 @@ trends = {
     "prefill wall ms, all custom": read_trend({L: prefill_per_round(runs[L], CUSTOM) for L in lengths},
                                               pre_floors, WALL),
 }
+# The rest of the generation, per decoded token (Comparison.decode_ms: each round's generation minus its
+# one-token generation, over the new tokens after the first), with its own A/A floor (Comparison.decode_ratio).
+# On a tiny CPU-mode model the difference can drown in timing noise (a median at or below zero): no reading then.
+dec_floors = {L: runs[L].decode_ratio(helpers.ORIGINAL_AGAIN) for L in lengths}
+decodable = all(runs[L].decode_ms(name).median > 0 for L in lengths for name in (ORIGINAL, CUSTOM))
+if decodable:
+    trends["wall ms per decoded token, original"] = read_trend(
+        {L: runs[L].decode_ms(ORIGINAL) for L in lengths}, dec_floors, WALL)
+    trends["wall ms per decoded token, all custom"] = read_trend(
+        {L: runs[L].decode_ms(CUSTOM) for L in lengths}, dec_floors, WALL)
+dec_verdicts = {L: helpers.verdict(runs[L].decode_ratio(CUSTOM), dec_floors[L]) for L in lengths} if decodable else {}
 helpers.show(pd.DataFrame([
     {"quantity": q, "median at each prompt length": t.points, "last / first": round(t.change.median, 3),
      "quartile bounds": f"{t.change.low:.2f}-{t.change.high:.2f}", "noise threshold": f"{100 * t.verdict.noise:.0f}%",
@@ -223,6 +269,12 @@ helpers.md(
     f"{pre_c.text}: {read_together(pre_o, pre_c)}. The prefill ratio, custom over original, {pre_trend.text}. "
     f"The prefill's own A/A floors (the original's one-token generations against its own, round by round): "
     f"{floor_words(pre_floors)}."
+    + (f"\n\n**Per decoded token** (the rest of the generation): the original's "
+       f"{trends['wall ms per decoded token, original'].text}; the custom model's "
+       f"{trends['wall ms per decoded token, all custom'].text}. The custom model over the original, per decoded "
+       f"token, against each run's decode A/A floor: {', '.join(f'{L}: {v.text}' for L, v in dec_verdicts.items())}."
+       if decodable else "\n\n**Per decoded token**: the decode steps were too short to isolate from timing noise "
+       "in this run (a median at or below zero), so there is no reading of them.")
     + ("" if helpers.HAS_GPU else "\n\nCPU mode: interpreter times on a tiny model and short prompts, "
        "good for following the method, not for conclusions about a GPU.")
 )
@@ -332,12 +384,35 @@ helpers.md(
 # every point"), set beside the predictions made before the measurement.
 
 # %%
-predicted = {  # what the Predict section expected, as read_trend would word it
-    "prefill wall ms, original": "grew", "prefill wall ms, all custom": "grew",
-    "time ratio, all custom / original": "shrank",
-}
-helpers.show(pd.DataFrame([{"quantity": q, "predicted": w, "measured (read_trend)": trends[q].word,
-                            "prediction held": trends[q].word == w} for q, w in predicted.items()]))
+def judge_predictions():
+    """The Predict section's expectations against this run's readings: one row each."""
+    expected = {  # what the Predict section expected, as read_trend would word it
+        "prefill wall ms, original": "grew", "prefill wall ms, all custom": "grew",
+        "wall ms per decoded token, original": "no consistent trend",
+        "wall ms per decoded token, all custom": "no consistent trend",
+        "time ratio, all custom / original": "shrank",
+    }
+    rows = []
+    for q, w in expected.items():
+        if q in trends:
+            rows.append({"quantity": q, "predicted": w, "measured": trends[q].word,
+                         "prediction held": "yes" if trends[q].word == w else "no"})
+        else:
+            rows.append({"quantity": q, "predicted": w, "measured": "-", "prediction held": "not judged (no reading)"})
+    if dec_verdicts:
+        slower = [L for L, v in dec_verdicts.items() if v.real and v.ratio > 1]
+        rows.append({"quantity": "wall ms per decoded token, all custom / original",
+                     "predicted": "slower at every length",
+                     "measured": f"slower at {len(slower)} of {len(dec_verdicts)}",
+                     "prediction held": "yes" if len(slower) == len(dec_verdicts) else "no"})
+    return pd.DataFrame(rows)
+
+
+judged = judge_predictions()
+helpers.show(judged)
+held = judged["prediction held"] == "yes"
+helpers.md(f"{int(held.sum())} of the {int(judged['prediction held'].isin(['yes', 'no']).sum())} predictions that "
+           "this run can judge held (a flat line reads as \"no consistent trend\").")
 if pre_o.word == "grew":
     prefill_words = (f"The original's prefill {pre_o.text}: the context length entered through the prefill, whose "
                      "work grows with the prompt while its kernel count does not.")
@@ -353,7 +428,8 @@ helpers.md(
     f"- **Prefill.** {prefill_words} The custom model's prefill {pre_c.text} ({read_together(pre_o, pre_c)}).\n"
     f"- **The slowdown.** The all-custom model's time over the original's {ratio_trend.text}; each model's "
     f"generation time: {read_together(gen_o, gen_c)}. The custom kernels add a fixed number of launches to every "
-    "step, whatever the context; the split above shows how much of each generation the prefill carried.\n"
+    "step, whatever the context (chapter 6 counted them); the split above shows how much of each generation the "
+    "prefill carried.\n"
     "- **Reading a sweep.** A trend needs every point, each point's spread and the A/A floor of its run: two "
     "ends can differ by noise alone. Read the ratio together with the prefill and the rest of the generation: "
     "they say which phase moved it."

@@ -218,21 +218,59 @@ helpers.md(f"Your column has {len(ours) - len(missing)} of the {len(ours)} resul
               "by design." if helpers.MODE == "cpu" and len(missing) else ""))
 
 # %% [markdown]
+# ## One measurement of every configuration
+#
+# This chapter measures once, and uses the measurement twice. One `helpers.compare_configs` run times
+# every configuration of the series (the swaps of chapters 3 to 6, named as `helpers.REPRODUCE_CONFIGS`
+# names them) in shuffled rounds, with the original against itself as the A/A floor, at
+# `SIZES.prompt_len` prompt tokens and `SIZES.new_tokens` new tokens; each generation is followed by a
+# one-token generation, so the wall ms per decoded token come from the same rounds. After the rounds it
+# counts each configuration's launches and GPU-busy time per decoded token with `torch.profiler`
+# (`profile=True`).
+#
+# Everything below reads that one comparison: the slowdown of each swap (beside the ratios the chapters
+# recorded), the launch-budget model, and the headline ratios set beside the committed H200 run
+# (`helpers.reproduce`, the code behind `python tools/reproduce.py`). Set `REMEASURE = False` to skip the
+# measurement and keep only the tables of recorded numbers.
+
+# %%
+REMEASURE = True
+model, tokenizer, description = helpers.load_model()
+print(description)
+# configuration name -> the tag of its recorded ids ("all proj + RMSNorm" -> "all_proj_rmsnorm")
+CONFIGS = {name: re.sub(r"\W+", "_", name).strip("_").lower()
+           for name in [helpers.ORIGINAL, *helpers.reproduce_configs()]}
+FITTED = (helpers.ORIGINAL, helpers.REPRODUCE_CONFIGS["full.slowdown"][0])  # the two the prices are solved from
+BAR = helpers.PREDICTION_BAR  # a prediction within 20% of the measured wall ms per token holds
+YOURS = {"full": f"yours ({helpers.SLUG})", "quick": f"yours ({helpers.SLUG}, quick mode)",
+         "cpu": "yours (CPU mode)"}[helpers.MODE]
+comparison, budget = None, None
+if REMEASURE:
+    comparison = helpers.compare_configs(model, helpers.reproduce_configs(), tokenizer=tokenizer, profile=True)
+    profiles = {name: comparison.profile(name) for name in comparison.counts}
+    helpers.show(comparison.table(per_token=True).round(3))
+    print("tokens/s: the median of each configuration's own rounds; time ratio: the median of per-round ratios "
+          "(each time over the original's in the same round), so the two need not divide into each other")
+del model  # the rest of the chapter reads the comparison and the tables
+
+# %% [markdown]
 # ## How much slower did each swap make the model?
 #
 # Each swap's slowdown is the time of a generation with the swap over the original's time in the same
 # round, over several shuffled rounds (`helpers.compare_configs`), so it is comparable across machines
 # in a way raw tokens/s are not; the error bars are the middle half of the rounds, and each bar carries
-# its verdict against that run's A/A floor. The swaps are the ones `helpers.reproduce` knows
-# (`helpers.REPRODUCE_CONFIGS`), labelled from the catalogue.
+# its verdict against its own run's A/A floor. The swaps are the ones `helpers.reproduce` knows
+# (`helpers.REPRODUCE_CONFIGS`). Each source is labelled: "this chapter" is the comparison above (every
+# swap in the same rounds of one process); "chapters 3-6" are the ratios those chapters recorded (each
+# chapter its own process and its own comparison); the blog's come last.
 #
 # The blog gave most of these swaps as tokens/s before and after, from one run of each model; its ratio
-# is that pair's quotient and carries no spread and no verdict. Its 23 and 17 tokens/s around the
-# attention-projection swap are rounded in the post, so that ratio is rough. In the blog, swapping all
-# projections *and* RMSNorm (23.67 to 17.84 tokens/s, 1.33x) cost less than swapping the attention and MLP
-# projections alone (1.41x). That need not be an inconsistency: chapter 3 counted the launches, and the
-# two-pass RMSNorm launches fewer kernels per token than PyTorch's, so adding it can remove host work.
-# Whether the same order holds here, the table below says.
+# is that pair's quotient and carries no spread and no verdict. It rounds its tokens/s around the
+# attention-projection swap to whole numbers, so that ratio is rough. In the blog, swapping all
+# projections *and* RMSNorm cost less than swapping the attention and MLP projections alone. That need not
+# be an inconsistency: chapter 3 counted the launches, and the two-pass RMSNorm launches fewer kernels per
+# token than PyTorch's, so adding it can remove host work. Whether the same order holds here is read below
+# the figure.
 
 # %%
 BLOG_TOKENS_PER_S = {  # swaps the blog gave as tokens/s before and after (catalogue ids), not as a ratio
@@ -254,32 +292,40 @@ def blog_ratio(id_):
     return None
 
 
-YOURS = {"full": f"yours ({helpers.SLUG})", "quick": f"yours ({helpers.SLUG}, quick mode)",
-         "cpu": "yours (CPU mode)"}[helpers.MODE]
-TABLES = {YOURS: yours_table} if same_dir else {YOURS: yours_table, "H200": h200_table}
+SWAP_CHAPTERS = sorted({CHAPTERS[i.split(".")[0]] for i in helpers.REPRODUCE_CONFIGS})  # who recorded the swaps
+RECORDED_BY = f"chapters {SWAP_CHAPTERS[0]}-{SWAP_CHAPTERS[-1]}"  # the ratios they recorded, each its own process
+THIS_RUN = f"{YOURS}, this chapter"  # this chapter's comparison: every swap in the same rounds
+RECORDED = ({f"{YOURS}, {RECORDED_BY}": yours_table} if same_dir else
+            {f"{YOURS}, {RECORDED_BY}": yours_table, f"H200 (committed), {RECORDED_BY}": h200_table})
+BLOG = "blog T4 (one run each)"
+SWAP_SOURCES = ([THIS_RUN] if comparison is not None else []) + list(RECORDED)  # every source with a verdict
 swap_rows = []
 for id_, (name, _) in helpers.REPRODUCE_CONFIGS.items():
     row = {"swap": name, "id": id_}
-    for source, table_ in TABLES.items():
+    if comparison is not None:
+        r = comparison.ratios[name]
+        row[THIS_RUN], row[f"{THIS_RUN} quartiles"] = r.median, f"{r.low:.2f}-{r.high:.2f}"
+        row[f"{THIS_RUN} verdict"] = comparison.verdict(name).text
+    for source, table_ in RECORDED.items():
         rec = recorded(table_, id_)
         row[source] = rec.value if rec else np.nan
         row[f"{source} quartiles"] = f"{rec.low:.2f}-{rec.high:.2f}" if rec and rec.has_spread else ""
         row[f"{source} verdict"] = rec.verdict if rec else ""
     b = blog_ratio(id_)
-    row["blog T4 (one run each)"] = b if b is not None else np.nan
+    row[BLOG] = b if b is not None else np.nan
     swap_rows.append(row)
 swaps = pd.DataFrame(swap_rows).set_index("swap")
 helpers.show(swaps.round(3))
 
-fig, ax = plt.subplots(figsize=(9, 5))
-columns = [*TABLES, "blog T4 (one run each)"]
+fig, ax = plt.subplots(figsize=(9, 5.5))
+columns = [*SWAP_SOURCES, BLOG]
 height = 0.8 / len(columns)
 reach = 1.0  # the furthest bar end or error bar, for the axis limit
 for k, column in enumerate(columns):
     ys = np.arange(len(swaps)) + k * height
     vals = swaps[column].astype(float)
     err = None
-    if column in TABLES:
+    if column in SWAP_SOURCES:
         lows, highs = [], []
         for q, v in zip(swaps[f"{column} quartiles"], vals):
             lo, hi = (float(x) for x in q.split("-")) if q else (v, v)
@@ -288,7 +334,7 @@ for k, column in enumerate(columns):
         err = [lows, highs]
     ax.barh(ys, vals.fillna(0), height=height, label=column, xerr=err, capsize=3)
     for i, (y, (swap, v)) in enumerate(zip(ys, vals.items())):
-        words = swaps.loc[swap, f"{column} verdict"] if column in TABLES else "one run each"
+        words = swaps.loc[swap, f"{column} verdict"] if column in SWAP_SOURCES else "one run each"
         flag = ("" if words.endswith(("slower", "faster")) else f" ({words})" if words else " (no verdict recorded)")
         end = (v + err[1][i] if err else v) if v == v else 0  # the label starts past the error bar
         reach = max(reach, end)
@@ -331,38 +377,38 @@ def read_swaps(source):
     return f"- **{source}**: " + "; ".join(parts) + "."
 
 
-helpers.md("\n".join(read_swaps(s) for s in TABLES))
+ALL_PROJ = helpers.REPRODUCE_CONFIGS["matmul.all_proj_rmsnorm_slowdown"][0]
+ATT_MLP = helpers.REPRODUCE_CONFIGS["matmul.attention_mlp_slowdown"][0]
 
-# %% [markdown]
-# ## One measurement of every configuration
-#
-# This chapter measures once, and uses the measurement twice. One `helpers.compare_configs` run times
-# every configuration of the series (the swaps of chapters 3 to 6, named as `helpers.REPRODUCE_CONFIGS`
-# names them) in shuffled rounds, with the original against itself as the A/A floor, at
-# `SIZES.prompt_len` prompt tokens and `SIZES.new_tokens` new tokens; each generation is followed by a
-# one-token generation, so the wall ms per decoded token come from the same rounds. After the rounds it
-# counts each configuration's launches and GPU-busy time per decoded token with `torch.profiler`
-# (`profile=True`).
-#
-# Everything below reads that one comparison: the launch-budget model, and the headline ratios set beside
-# the committed H200 run (`helpers.reproduce`, the code behind `python tools/reproduce.py`). Set
-# `REMEASURE = False` to skip both and keep only the tables of recorded numbers.
 
-# %%
-REMEASURE = True
-model, tokenizer, description = helpers.load_model()
-print(description)
-# configuration name -> the tag of its recorded ids ("all proj + RMSNorm" -> "all_proj_rmsnorm")
-CONFIGS = {name: re.sub(r"\W+", "_", name).strip("_").lower()
-           for name in [helpers.ORIGINAL, *helpers.reproduce_configs()]}
-FITTED = (helpers.ORIGINAL, helpers.REPRODUCE_CONFIGS["full.slowdown"][0])  # the two the prices are solved from
-BAR = helpers.PREDICTION_BAR  # a prediction within 20% of the measured wall ms per token holds
-comparison, budget = None, None
-if REMEASURE:
-    comparison = helpers.compare_configs(model, helpers.reproduce_configs(), tokenizer=tokenizer, profile=True)
-    profiles = {name: comparison.profile(name) for name in comparison.counts}
-    helpers.show(comparison.table(per_token=True).round(3))
-del model  # the rest of the chapter reads the comparison and the tables
+def read_order(source):
+    """Did swapping all projections and RMSNorm cost less than the attention and MLP projections alone?"""
+    a, b = swaps.loc[ALL_PROJ, source], swaps.loc[ATT_MLP, source]
+    if a != a or b != b:
+        return f"*{source}*: not both measured"
+    words = f"*{source}*: {a:.2f}x against {b:.2f}x ({'lower' if a < b else 'higher' if a > b else 'equal'})"
+    if source == THIS_RUN:  # the same rounds: the quotient of the two, round by round, with the run's floor
+        both = helpers.Ratio.of([x / y for x, y in zip(comparison.ratios[ALL_PROJ].values,
+                                                       comparison.ratios[ATT_MLP].values)])
+        v = helpers.verdict(both, comparison.floor)
+        return words + (f", *{ALL_PROJ}* {v.text} round by round" if v.real else
+                        f", but round by round within noise: {v.reason}")
+    if source == BLOG:
+        return words + ", one run each, no verdict"
+
+    def bounds(k, value):
+        q = swaps.loc[k, f"{source} quartiles"]
+        return tuple(float(x) for x in q.split("-")) if q else (value, value)
+
+    (lo_a, hi_a), (lo_b, hi_b) = bounds(ALL_PROJ, a), bounds(ATT_MLP, b)
+    apart = hi_a < lo_b or hi_b < lo_a
+    return words + (", from two comparisons whose quartiles "
+                    + ("do not overlap" if apart else "overlap, so the order is not settled"))
+
+
+helpers.md("\n".join(read_swaps(s) for s in SWAP_SOURCES))
+helpers.md(f"**Did *{ALL_PROJ}* cost less than *{ATT_MLP}*?** "
+           + "; ".join(read_order(s) for s in [*SWAP_SOURCES, BLOG]) + ".")
 
 # %% [markdown]
 # ## The launch budget: predict a token's time from its launches
@@ -530,9 +576,16 @@ if budget is not None:
             f"**{launch_budget.torch_us:.1f} µs** inside `generate()` and a launch of ours "
             f"**{launch_budget.ours_us:.1f} µs**.")
     if all(prices):
-        text += (f" Chapter 2's empty launches on this machine cost {prices[0].value:.1f} µs (PyTorch) and "
-                 f"{prices[1].value:.1f} µs (Triton): the rest of each in-model price is the Python around the "
-                 "launch, the framework's module calls for PyTorch's and our launchers' for ours.")
+        empty_torch, empty_triton = prices[0].value, prices[1].value
+        text += (f" Chapter 2, in its own process on this machine, recorded {empty_torch:.1f} µs for an empty "
+                 f"PyTorch launch and {empty_triton:.1f} µs for an empty Triton one (host clock)")
+        if launch_budget.torch_us > empty_torch and launch_budget.ours_us > empty_triton:
+            text += (f": the in-model prices are {launch_budget.torch_us - empty_torch:.1f} and "
+                     f"{launch_budget.ours_us - empty_triton:.1f} µs higher, the Python around each launch, the "
+                     "framework's module calls for PyTorch's and our launchers' for ours.")
+        else:
+            text += (": at least one fitted in-model price came out below its empty launch, so the fitted prices "
+                     "are averages over the whole token, not the cost of a launch alone.")
     text += (f" With those two prices and each configuration's launch counts and GPU-busy time, the model "
              f"predicted **{len(hits)} of the {len(judged)} other configurations within {100 * BAR:.0f}%** of their "
              f"measured wall ms per decoded token; `max(host, GPU)` with the same prices would have hit "
@@ -558,40 +611,69 @@ if budget is not None:
 # (interpreter wall time in CPU mode).
 
 # %%
-if REMEASURE:
-    again = helpers.reproduce(ids=None, committed=H200_DIR / "results.csv", comparison=comparison)
-    helpers.show(again.round(3))
-    lines = []
+def read_reproduced(again):
+    """Each re-measured headline ratio in words, set beside the recorded one: within ``helpers.REPRODUCE_BAR``
+    or not (reproduce's own column), and whether the recorded value lies inside this run's quartiles."""
+    bar = f"within {100 * helpers.REPRODUCE_BAR:.0f}%"
+    lines, outside, near, judged = [], 0, 0, 0
     for r in again.to_dict("records"):
+        kernel = r["what"] == "kernel time ratio"
+        name = next((n for k, (n, _) in helpers.REPRODUCE_CONFIGS.items() if k == r["id"]), None)
+        who, other = ("our kernel", "PyTorch's call") if kernel else (f"*{name}*", "the original")
+        words = (f"within noise of {other}" if r["verdict"] == "within noise" else f"{r['verdict']} than {other}")
+        line = (f"- **{r['id']}** ({r['clock']}): {who} {words}, {r['yours']:.3f}x its time (quartiles "
+                f"{r['quartiles']}, A/A floor {r['A/A floor']:.3f})")
         committed = r["committed"]
-        line = (f"- **{r['id']}** ({r['what']}; {r['clock']}): yours {r['yours']:.3f} (quartiles {r['quartiles']}, "
-                f"A/A floor {r['A/A floor']:.3f}), verdict *{r['verdict']}*")
+        chapter = CHAPTERS.get(r["id"].split(".")[0])
+        source = (f"chapter {chapter} of this same run, in its own process," if same_dir else
+                  "the committed H200 run")
+        if committed is None or committed != committed:
+            lines.append(line + f"; {source} recorded no such number.")
+            continue
+        judged += 1
+        near += r.get(bar) == "yes"
+        lo, hi = (float(x) for x in r["quartiles"].split("-"))
+        inside = lo <= committed <= hi
+        outside += not inside
+        line += (f"; {source} recorded {committed:.3f} ({r['deviation %']:+.1f}%, "
+                 + (f"{bar}" if r.get(bar) == "yes" else f"not {bar}") + ", "
+                 + ("inside" if inside else "outside") + " this run's quartiles)")
         older = recorded(h200_table, r["id"])
-        if same_dir:  # the "committed" file is the one this run is writing: its chapters' own numbers
-            line += ("; the chapters of this same run recorded no such number." if committed is None or
-                     committed != committed else
-                     f"; the chapters of this same run recorded {committed:.3f} ({r['deviation %']:+.1f}%).")
-        elif committed is None or committed != committed:
-            line += "; the committed H200 run has no such number yet."
-        else:
-            line += (f"; the committed H200 run {committed:.3f} ({r['deviation %']:+.1f}%)"
-                     + (", recorded without a verdict by an older run of the series, whose method may differ."
-                        if older is not None and not older.verdict else "."))
-        lines.append(line)
+        if not same_dir and older is not None and not older.verdict:
+            line += ", recorded without a verdict by an older run of the series, whose method may differ"
+        lines.append(line + ".")
+    if judged:
+        summary = (f"{near} of the {judged} re-measured ratios came {bar} of the recorded ones "
+                   f"(`helpers.REPRODUCE_BAR`); {outside} of the {judged} recorded values lie outside this run's "
+                   "quartiles.")
+        if outside:
+            summary += (" The quartiles describe the rounds of one process; between two processes (another "
+                        "chapter, another run) a ratio can move further than that, which is why reproducing a "
+                        "number is judged by its own bar, not by the quartiles.")
+        lines.append(summary)
     if not helpers.HAS_GPU:
         lines.append("In CPU mode the kernel ratios are interpreter wall time and the committed ones GPU time: two "
                      "different clocks, so their deviation says nothing about either kernel.")
-    helpers.md("\n".join(lines))
+    return "\n".join(lines)
+
+
+if REMEASURE:
+    again = helpers.reproduce(ids=None, committed=H200_DIR / "results.csv", comparison=comparison)
+    helpers.show(again.round(3))
+    helpers.md(read_reproduced(again))
 
 # %% [markdown]
 # ## Lessons, with their evidence
 #
-# Each lesson below is built from recorded numbers: your own where this machine has them all, else the
-# committed H200 run's, and it says which (a lesson never mixes machines). Every ratio comes with its
-# verdict, as recorded by its chapter (or, for a ratio of two GPU times, `helpers.verdict` of it), and a
-# lesson states a direction only where its verdict does. The context lesson reads chapter 7's recorded
-# ratios, quartiles and A/A floors with the same function as chapter 7 (`helpers.read_trend`), so the
-# two chapters cannot disagree. The table before the lessons holds every number they quote.
+# Each lesson below takes its absolute times from this chapter's own comparison where it measured them
+# (each chapter is its own process, and the host's pace moves between processes), and everything else
+# from the numbers the chapters recorded: your own where this machine has them all, else the committed
+# H200 run's. It says which chapter and which machine (a lesson never mixes machines). Every ratio comes
+# with its verdict, as recorded by its chapter or this chapter's comparison (or, for a ratio of two GPU
+# times, `helpers.verdict` of it), and a lesson states a direction only where its verdict does. The context
+# lesson reads chapter 7's recorded ratios, quartiles and A/A floors with the same function as chapter 7
+# (`helpers.read_trend`), so the two chapters cannot disagree. The table before the lessons holds every
+# number they quote.
 
 # %%
 read_trend, read_together = helpers.read_trend, helpers.read_together  # chapter 7's reading, the same code
@@ -622,12 +704,22 @@ def words(rec, id_):
 
 
 def against(verdict_text, ratio, other):
-    """'2.67x slower than torch.add', 'within noise of torch.add', or the bare ratio where no verdict exists."""
+    """'2.67x slower than torch.add (2.67x its time)', 'within noise of torch.add (0.96x its time)', or the bare
+    ratio where no verdict exists. ``ratio`` is a time ratio (above 1: slower); the verdict decides whether a
+    direction is stated, ``helpers.versus`` words it from the ratio itself."""
     if not verdict_text:
         return f"at {ratio:.2f}x the time of {other} (no verdict recorded)"
     if verdict_text == "within noise":
-        return f"within noise of {other} ({ratio:.2f}x the time)"
-    return f"{verdict_text} than {other}"
+        return f"within noise of {other} ({ratio:.2f}x its time)"
+    return f"{helpers.versus(ratio, 1.0)} than {other}" + (f" ({ratio:.2f}x its time)" if ratio < 1 else "")
+
+
+def this_chapter(config_id):
+    """This chapter's own ratio and verdict for a swap (its comparison, this process), or None."""
+    if comparison is None:
+        return None
+    name = helpers.REPRODUCE_CONFIGS[config_id][0]
+    return comparison.ratios[name].median, comparison.verdict(name).text
 
 
 evidence = []
@@ -636,6 +728,26 @@ evidence = []
 def cite(lesson, quantity, value, unit, verdict_text, source):
     evidence.append({"lesson": lesson, "quantity": quantity, "value": value, "unit": unit,
                      "verdict": verdict_text, "source": source})
+
+
+def swapped_in(config_id, what, n, s):
+    """The swap's model-level ratio: the recorded one of its chapter (same source as the lesson) and this
+    chapter's own, each with its verdict; '' where neither exists."""
+    text = ""
+    chapter = CHAPTERS[config_id.split(".")[0]]
+    if (m := have(config_id)) and m[1] == s:
+        (model_r,), _ = m
+        w = words(model_r, config_id)
+        cite(n, f"model with {what} / original, per generation (chapter {chapter})", model_r.value, "x (wall)", w, s)
+        text += (f" Swapped into the model, {what} made a generation {against(w, model_r.value, 'the original')} "
+                 f"in chapter {chapter}'s comparison")
+    if s == YOURS and (mine := this_chapter(config_id)):
+        ratio, w = mine
+        cite(n, f"model with {what} / original, per generation (this chapter)", ratio, "x (wall)", w, s)
+        text += (f"; in this chapter's comparison, {against(w, ratio, 'the original')}" if text else
+                 f" Swapped into the model in this chapter's comparison, {what} made a generation "
+                 f"{against(w, ratio, 'the original')}")
+    return text + "." if text else ""
 
 
 lessons = []
@@ -651,7 +763,7 @@ if (g := have("add.ratio", "matmul.torch_ms", "matmul.triton_ms", "matmul.max_er
              else "Correct and fast are separate questions.")
     text = (f"**{title}** In {clock}, the Triton add came out {against(add_words, add.value, 'torch.add')} and "
             f"the tiled matmul {against(mm_words, mm, 'PyTorch (cuBLAS on a GPU)')}, with a max error of "
-            f"{err.value:.3g} ({s}).")
+            f"{err.value:.3g} (recorded by chapters 2 and 4, {s}).")
     if (h := have("add.host_ratio")) and h[1] == s:
         (host,), _ = h
         host_words = words(host, "add.host_ratio")
@@ -671,27 +783,42 @@ if (g := have("rmsnorm.fused_ms", "rmsnorm.two_pass_ms", "rmsnorm.two_pass_ratio
     title = ("Un-fusing costs a launch and a second read." if split_words.endswith("slower") else
              "Un-fusing cost nothing measurable here.")
     text = (f"**{title}** Split in two (the input read twice, an intermediate written, two launches), our RMSNorm "
-            f"came out {against(split_words, split, 'our fused one')} in {clock}. Against PyTorch's own "
-            f"RMSNorm, the two-pass kernel was {against(w512, r512.value, 'PyTorch')} at {norm_rows} rows and "
-            f"{against(w1, r1.value, 'PyTorch')} at one row, the decode shape ({s}).")
-    if (m := have("rmsnorm.tps_slowdown")) and m[1] == s:
-        (model_r,), _ = m
-        w = words(model_r, "rmsnorm.tps_slowdown")
-        cite(n, "model with two-pass RMSNorms / original, per generation", model_r.value, "x (wall)", w, s)
-        text += (f" Swapped into the model, the two-pass RMSNorms made a generation "
-                 f"{against(w, model_r.value, 'the original')}.")
+            f"came out {against(split_words, split, 'our fused one')} in {clock}. Against PyTorch's own RMSNorm "
+            f"(several elementwise kernels), also in {clock}, the two-pass kernel was "
+            f"{against(w512, r512.value, 'PyTorch')} at {norm_rows} rows and {against(w1, r1.value, 'PyTorch')} at "
+            f"one row, the decode shape (recorded by chapter 3, {s}).")
+    text += swapped_in("rmsnorm.tps_slowdown", "the two-pass RMSNorms", n, s)
     lessons.append(text)
-if (g := have("baseline.gpu_busy_ms_per_token", "baseline.wall_ms_per_token")):
-    (busy, wall), s = g
+own = profiles[helpers.ORIGINAL] if comparison is not None else None
+first_chapter = have("baseline.gpu_busy_ms_per_token", "baseline.wall_ms_per_token")
+if own is not None and own.gpu_busy_ms_per_token is not None:  # this chapter's own numbers, one process
+    busy_ms, wall_ms, s = own.gpu_busy_ms_per_token, own.wall_ms_per_token, YOURS
+    where = f"this chapter's comparison, {s}"
+elif first_chapter:  # no GPU profile here (CPU mode): chapter 1's recorded numbers
+    (busy, wall), s = first_chapter
+    busy_ms, wall_ms = busy.value, wall.value
+    where = f"recorded by chapter 1 in its own process, {s}"
+else:
+    busy_ms = None
+if busy_ms is not None:
     n = len(lessons) + 1
-    share = 100 * busy.value / wall.value
-    cite(n, "original: GPU-busy ms per decoded token", busy.value, "ms", "", s)
-    cite(n, "original: wall ms per decoded token", wall.value, "ms", "", s)
+    share = 100 * busy_ms / wall_ms
+    cite(n, "original: GPU-busy ms per decoded token", busy_ms, "ms", "", s)
+    cite(n, "original: wall ms per decoded token", wall_ms, "ms", "", s)
     cite(n, "original: GPU busy, share of the wall time", share, "%", "", s)
     title = ("At batch size 1 the GPU mostly waits." if share < 50 else
              "At batch size 1 the GPU was busy most of the time on this machine.")
-    lessons.append(f"**{title}** The unmodified model kept the GPU busy for {busy.value:.2f} of {wall.value:.2f} "
-                   f"wall ms per decoded token ({share:.0f}%, {s}).")
+    text = (f"**{title}** The unmodified model kept the GPU busy for {busy_ms:.2f} GPU ms of {wall_ms:.2f} "
+            f"wall ms per decoded token ({share:.0f}%, {where}).")
+    if where.startswith("this chapter") and first_chapter and first_chapter[1] == s:
+        (busy, wall), _ = first_chapter
+        moved = abs(wall.value / wall_ms - 1) > helpers.REPRODUCE_BAR
+        text += (f" Chapter 1, another process, recorded {busy.value:.2f} of {wall.value:.2f} "
+                 f"({100 * busy.value / wall.value:.0f}%)"
+                 + (f": its wall time was {abs(100 * (wall.value / wall_ms - 1)):.0f}% "
+                    f"{'lower' if wall.value < wall_ms else 'higher'} than this chapter's."
+                    if moved else "."))
+    lessons.append(text)
 if (g := have("attention.sdpa_ms", "attention.slow_ms", "attention.slow_launches")):
     (sdpa, slow, launches), s = g
     clock, n = clock_of(s), len(lessons) + 1
@@ -701,12 +828,8 @@ if (g := have("attention.sdpa_ms", "attention.slow_ms", "attention.slow_launches
     cite(n, "attention: per-head loop, launches per call", launches.value, "launches", "", s)
     title = ("Launch count is a price list." if w.endswith("slower") else "Launch count did not set the price here.")
     text = (f"**{title}** A Python loop over heads, {launches.value:.0f} launches per call, made attention "
-            f"{against(w, r, 'SDPA')} in {clock} ({s}).")
-    if (m := have("attention.slowdown")) and m[1] == s:
-        (model_r,), _ = m
-        w = words(model_r, "attention.slowdown")
-        cite(n, "model with the per-head loop / original, per generation", model_r.value, "x (wall)", w, s)
-        text += f" Swapped into the model, it made a generation {against(w, model_r.value, 'the original')}."
+            f"{against(w, r, 'SDPA')} in {clock} (recorded by chapter 5, {s}).")
+    text += swapped_in("attention.slowdown", "the per-head loop", n, s)
     lessons.append(text)
 
 if budget is not None:
@@ -750,17 +873,19 @@ if context_reading:
     title = {"grew": "The slowdown grew with the context.",
              "shrank": "The slowdown shrank as the context grew."}.get(
         trend.word, "The slowdown showed no consistent trend as the context grew.")
-    lessons.append(f"**{title}** From {lengths[0]} to {lengths[-1]} prompt tokens ({s}), the all-custom model's time "
-                   f"over the original's {trend.text}. Every point: {trend.points}. This is chapter 7's reading of the "
-                   "same recorded numbers.")
+    lessons.append(f"**{title}** From {lengths[0]} to {lengths[-1]} prompt tokens (recorded by chapter 7, {s}), the "
+                   f"all-custom model's time over the original's {trend.text}. Every point: {trend.points}. This is "
+                   "chapter 7's reading of the same recorded numbers.")
 if (g := have("full.first_divergence")):
     (d,), s = g
     n = len(lessons) + 1
     cite(n, "first generated token that differs (-1: none)", d.value, "token index", "", s)
     lessons.append("**Same math, different bits.** "
-                   + (f"The fully custom model's greedy text first differed at generated token {d.value:.0f} ({s}): "
+                   + (f"The fully custom model's greedy text first differed at generated token {d.value:.0f} (recorded "
+                      f"by chapter 6, {s}): "
                       "a different order of additions flipped a near-tie." if d.value >= 0 else
-                      f"The fully custom model's greedy text never differed from the original's in that run ({s}), "
+                      f"The fully custom model's greedy text never differed from the original's in chapter 6's "
+                      f"run ({s}), "
                       "though it could: the order of additions is not the same."))
 helpers.show(pd.DataFrame(evidence).round(3))
 helpers.md("\n\n".join(f"{i}. {t}" for i, t in enumerate(lessons, 1)))
@@ -772,62 +897,71 @@ if not context_reading:
 # ## The road ahead
 #
 # The blog's closing idea is to do the opposite next: start from this slow model and win the speed back,
-# one fix at a time. The launch-budget model above prices two such fixes from this chapter's profiles:
+# one fix at a time. This chapter's comparison has already measured the first step, and its profiles bound
+# the second:
 #
-# 1. **Fuse the attention loop.** If attention launched no more kernels per token than the original's
-#    does, and its kernels took the original's GPU time, the all-custom model would keep everything else.
-#    The model prices that configuration from its launch counts like any other; its error on the per-head
-#    attention configuration (in the table above) says how far to trust it.
+# 1. **Take the attention loop out.** The all-custom model with PyTorch's attention back in place of the
+#    per-head loop, every RMSNorm and every projection still ours, is exactly the *all proj + RMSNorm*
+#    configuration, measured above in the same rounds as the rest: no prediction is needed for it (on a
+#    GPU, the launch budget's prediction of it is in the table above).
 # 2. **Stop paying for launches at all.** Capturing a whole decode step as a CUDA graph (PyTorch's
 #    `torch.compile` with a static KV cache does this) replays every kernel with one launch. What is left
 #    is at least the GPU-busy time per token. Better kernels can then shrink the GPU-busy time itself, down
 #    to chapter 1's weight-read floor: the time it takes just to read every weight once.
 
 # %%
-if budget is not None:
-    a_name = helpers.REPRODUCE_CONFIGS["attention.slowdown"][0]
-    o, a, c = (profiles[name] for name in (helpers.ORIGINAL, a_name, helpers.REPRODUCE_CONFIGS["full.slowdown"][0]))
-    # the all-custom model less what the per-head loop added to the original: launches, ours, GPU-busy time
-    ours_fused = max(0.0, c.project_launches_per_token - (a.project_launches_per_token - o.project_launches_per_token))
-    busy_fused = max(0.0, c.gpu_busy_ms_per_token - (a.gpu_busy_ms_per_token - o.gpu_busy_ms_per_token))
-    fused = helpers.DecodeProfile(launches_per_token=max(ours_fused, c.launches - (a.launches - o.launches)),
-                                  gpu_busy_ms_per_token=busy_fused,
-                                  wall_ms_per_token=float("nan"), gpu_idle_fraction=None,
-                                  project_launches_per_token=ours_fused, tokens_profiled=c.tokens_profiled)
-    road = pd.DataFrame([
+if comparison is not None:
+    FULL_NAME = helpers.REPRODUCE_CONFIGS["full.slowdown"][0]
+    o, c, p = (profiles[name] for name in (helpers.ORIGINAL, FULL_NAME, ALL_PROJ))
+    road = [
         {"configuration": "original", "how": "measured", "clock": "wall ms per decoded token",
          "ms per token": o.wall_ms_per_token, "launches per token": o.launches},
-        {"configuration": "all custom", "how": "measured", "clock": "wall ms per decoded token",
+        {"configuration": FULL_NAME, "how": "measured", "clock": "wall ms per decoded token",
          "ms per token": c.wall_ms_per_token, "launches per token": c.launches},
-        {"configuration": "all custom, attention at the original's launches", "how": "predicted (launch budget)",
-         "clock": "wall ms per decoded token", "ms per token": launch_budget.predict_ms(fused),
-         "launches per token": fused.launches},
-        {"configuration": "all custom, launches free", "how": "floor", "clock": "GPU-busy ms per token",
-         "ms per token": c.gpu_busy_ms_per_token, "launches per token": None},
-        {"configuration": "original, launches free", "how": "floor", "clock": "GPU-busy ms per token",
-         "ms per token": o.gpu_busy_ms_per_token, "launches per token": None},
-    ])
+        {"configuration": f"{FULL_NAME} without the per-head loop (= {ALL_PROJ})", "how": "measured",
+         "clock": "wall ms per decoded token", "ms per token": p.wall_ms_per_token, "launches per token": p.launches},
+    ]
+    if helpers.HAS_GPU:
+        road += [{"configuration": f"{FULL_NAME}, launches free", "how": "floor", "clock": "GPU-busy ms per token",
+                  "ms per token": c.gpu_busy_ms_per_token, "launches per token": None},
+                 {"configuration": "original, launches free", "how": "floor", "clock": "GPU-busy ms per token",
+                  "ms per token": o.gpu_busy_ms_per_token, "launches per token": None}]
+    road = pd.DataFrame(road)
     road["x the original's measured wall ms"] = road["ms per token"] / o.wall_ms_per_token
     helpers.show(road.round(3))
-    fused_ms = launch_budget.predict_ms(fused)
-    attention_error = budget.set_index("configuration").loc[a_name, "error %"]
-    lines = [f"- **Fuse the attention loop**: at {fused.launches:.0f} launches per token instead of {c.launches:.0f}, "
-             f"the launch budget predicts {fused_ms:.2f} wall ms per decoded token for the all-custom model "
-             f"({fused_ms / o.wall_ms_per_token:.2f}x the original's measured {o.wall_ms_per_token:.2f}), against "
-             f"{c.wall_ms_per_token:.2f} measured as it is. A prediction, not a measurement: the same model was off "
-             f"by {attention_error:+.1f}% on *{a_name}*, the part this fix removes."]
-    share = c.gpu_busy_ms_per_token / o.wall_ms_per_token
-    lines.append(f"- **Stop paying for launches**: with every launch free (one CUDA-graph replay per step), a decoded "
-                 f"token still costs its GPU-busy time: {c.gpu_busy_ms_per_token:.2f} GPU-busy ms with our kernels and "
-                 f"{o.gpu_busy_ms_per_token:.2f} with PyTorch's. Two clocks, one question: the GPU time our kernels "
-                 f"need is {share:.2f}x the eager original's wall ms per decoded token, so "
-                 + ("removing launches comes first and kernel quality after."
-                    if share < 1 else "even with free launches these kernels would not beat the eager original: "
-                    "kernel quality first."))
+    times = lambda r: f"{r:.0f}x" if r >= 10 else f"{r:.2f}x"  # noqa: E731  (as helpers.versus writes a ratio)
+    # the step itself, round by round: the all-custom model's generation time over all proj + RMSNorm's
+    step = helpers.Ratio.of([x / y for x, y in zip(comparison.ratios[FULL_NAME].values,
+                                                   comparison.ratios[ALL_PROJ].values)])
+    step_v = helpers.verdict(step, comparison.floor)
+    line = (f"- **Take the attention loop out** (measured, *{ALL_PROJ}*): per decoded token "
+            f"{c.wall_ms_per_token:.2f} wall ms at {c.launches:.0f} launches becomes {p.wall_ms_per_token:.2f} wall ms "
+            f"at {p.launches:.0f} launches, {times(p.wall_ms_per_token / o.wall_ms_per_token)} the original's "
+            f"{o.wall_ms_per_token:.2f}"
+            + ("" if helpers.HAS_GPU else " (CPU mode: our launches only, interpreter time)")
+            + f". Round by round, whole generations of *{FULL_NAME}* took {step.median:.2f}x "
+            f"the time of *{ALL_PROJ}*'s (quartiles {step.low:.2f}-{step.high:.2f}): "
+            + (f"{step_v.text}." if step_v.real else f"within noise ({step_v.reason})."))
+    if budget is not None:
+        b = budget.set_index("configuration").loc[ALL_PROJ]
+        line += (f" The launch budget had predicted {b['wall ms per token (predicted)']:.2f} wall ms per decoded "
+                 f"token for it ({b['error %']:+.1f}%).")
+    lines = [line]
+    if helpers.HAS_GPU:
+        share = c.gpu_busy_ms_per_token / o.wall_ms_per_token
+        lines.append(f"- **Stop paying for launches** (a floor, not a measurement): with every launch free (one "
+                     f"CUDA-graph replay per step), a decoded token still costs its GPU-busy time: "
+                     f"{c.gpu_busy_ms_per_token:.2f} GPU-busy ms with our kernels and {o.gpu_busy_ms_per_token:.2f} "
+                     "with PyTorch's. Two clocks, one question: the GPU time our kernels need is "
+                     f"{share:.2f}x the eager original's wall ms per decoded token, so "
+                     + ("removing launches comes first and kernel quality after."
+                        if share < 1 else "even with free launches these kernels would not beat the eager original: "
+                        "kernel quality first."))
+    else:
+        lines.append("- **Stop paying for launches**: priced with GPU-busy times, which only a GPU run has.")
     helpers.md("\n".join(lines))
 else:
-    helpers.md("CPU mode: the road ahead is priced with GPU-busy times and the launch-budget model, which only a "
-               "GPU run has. Run this chapter on a GPU to see it.")
+    helpers.md("`REMEASURE = False`: the road ahead reads this chapter's comparison, which was skipped.")
 
 # %% [markdown]
 # ## Every recorded result

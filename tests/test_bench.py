@@ -28,3 +28,23 @@ def test_every_case_compares_equal_results():
         torch.testing.assert_close(ours, theirs, atol=tol, rtol=tol, msg=lambda m, c=c: f"{c['name']}: {m}")
         assert c["bytes"] > 0
     assert {c["target"] for c in cases} >= {"<= cuBLAS, >= 70% of peak", "<= SDPA", "<= PyTorch ops"}
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return helpers.random_qwen3(helpers.TINY_QWEN3, seed=1)
+
+
+def test_decode_runners_generate_the_original_tokens(tiny):
+    """tools/bench_decode.py: the graph decoder's run generates the original's tokens, and returns a time."""
+    import bench_decode
+
+    ids = helpers.make_prompt(5, vocab_size=tiny.config.vocab_size)
+    run = bench_decode.runners(tiny, tiny, ids, 6)
+    assert set(run) >= {helpers.ORIGINAL, helpers.ORIGINAL_AGAIN, bench_decode.ORIGINAL_GRAPH, bench_decode.FAST,
+                        bench_decode.FAST_GRAPH}
+    expected, seconds = run[helpers.ORIGINAL](6)
+    assert seconds > 0 and expected.device.type == "cpu" and expected.numel() == 6
+    graphed, _ = run[bench_decode.ORIGINAL_GRAPH](6)
+    run[bench_decode.ORIGINAL_GRAPH](1)
+    assert torch.equal(graphed, expected)

@@ -644,6 +644,9 @@ def test_graph_decoder_generates_what_generate_does(tiny):
         assert torch.equal(new, expected.cpu()) and seconds > 0
     shorter, _ = decoder.generate(ids[:, :3], 4)  # another prompt length, the same captured step
     assert torch.equal(shorter, helpers._generate(tiny, ids[:, :3], 4)[0].cpu())
+    kept = decoder.generate(ids, 6)[0]
+    decoder.generate(ids, 1)  # the next generation must not rewrite tokens already handed back
+    assert torch.equal(kept, expected.cpu())
 
 
 @pytest.mark.skipif(not helpers.HAS_GPU, reason="CUDA graphs need a GPU")
