@@ -13,6 +13,7 @@ Imports point one way: notebooks import ``helpers`` and ``kernels``; ``helpers``
 from __future__ import annotations
 
 import gc
+import math
 import os
 import platform
 import random
@@ -280,10 +281,34 @@ def md(text: str) -> None:
         print(text)
 
 
+def table_number(value) -> str:
+    """A number as a table shows it: counts without a decimal point (1,655), others to four significant
+    digits without exponents where that stays readable (186.6, 0.001819, 37.02), "-" for a missing one."""
+    if value is None or value != value:
+        return "-"
+    v = float(value)
+    if v == int(v) and abs(v) < 1e15:
+        return f"{int(v):,}"
+    if abs(v) >= 1e4:
+        return f"{v:,.0f}"
+    if abs(v) >= 1e-4:
+        digits = max(0, 3 - int(math.floor(math.log10(abs(v)))))
+        return f"{v:.{digits}f}"
+    return f"{v:.3g}"
+
+
 def show(df) -> None:
-    """A table, every row and column of it (pandas would elide the middle of a long one)."""
+    """A table, every row and column of it (pandas would elide the middle of a long one), its floats
+    written by ``table_number`` (no "1655.000000", no "NaN")."""
     import pandas as pd
 
+    if isinstance(df, pd.DataFrame):
+        df = df.copy()
+        for column in df.columns:
+            if pd.api.types.is_float_dtype(df[column]):
+                df[column] = df[column].map(table_number)
+            elif df[column].dtype == object:
+                df[column] = df[column].map(lambda v: table_number(v) if isinstance(v, float) else v)
     if IN_NOTEBOOK:
         from IPython.display import display
 
@@ -450,14 +475,72 @@ def _generate(model, ids: torch.Tensor, new_tokens: int, use_cache: bool = True)
     return new, seconds
 
 
+DECODERS = ("generate", "graph", "compiled")  # how a configuration generates (compare_configs' ``decoder`` key)
+
+
+def _static_compiled(model, ids: torch.Tensor, new_tokens: int):
+    """transformers' own fast path: ``generate(cache_implementation="static")``, which compiles the decode
+    step (torch.compile with CUDA graphs; the first call compiles, tens of seconds)."""
+    from transformers import GenerationConfig
+
+    config = GenerationConfig(max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False,
+                              use_cache=True, cache_implementation="static",
+                              pad_token_id=model.config.eos_token_id or 0)
+    with _no_gc():
+        _sync()
+        start = time.perf_counter()
+        with torch.inference_mode():
+            out = model.generate(ids, attention_mask=torch.ones_like(ids), generation_config=config)
+        _sync()
+        seconds = time.perf_counter() - start
+    return out[0, ids.shape[1]:], seconds
+
+
+def decoder_for(model, ids: torch.Tensor, new_tokens: int, decoder: str = "generate", use_cache: bool = True):
+    """A function ``run(n) -> (new ids, seconds)`` generating greedily with ``decoder`` (``DECODERS``):
+    "generate" (transformers' eager ``generate()``, what every chapter times), "graph" (``GraphDecoder``:
+    a static cache and one CUDA-graph replay per decoded token; eager in CPU mode) or "compiled"
+    (transformers' ``generate(cache_implementation="static")``, compiled; GPU only). ``new_tokens``: the
+    most ``run`` will be asked for. Build it inside the ``patched`` block it runs in: a captured graph
+    holds the weights it was captured with."""
+    if decoder not in DECODERS:
+        raise ValueError(f"decoder must be one of {DECODERS}, got {decoder!r}")
+    if decoder != "generate" and not use_cache:
+        raise ValueError(f"decoder={decoder!r} decodes with a static KV cache: use_cache=False does not apply")
+    if decoder == "graph":
+        graph = GraphDecoder(model, ids.shape[1] + max(new_tokens, 4))  # capture writes 3 steps past the prompt
+        return lambda n: graph.generate(ids, n)
+    if decoder == "compiled":
+        if not HAS_GPU:
+            raise ValueError("decoder='compiled' compiles transformers' decode step with CUDA graphs: it needs a GPU")
+        return lambda n: _static_compiled(model, ids, n)
+    return lambda n: _generate(model, ids, n, use_cache)
+
+
 # --- Patching -----------------------------------------------------------------------------------
 ATTENTION_NAMES = {"slow": "slower_triton_slow", "fast": "slower_triton_fast"}  # ours in AttentionInterface
 PROJECTION_GROUPS = ("attention", "mlp", "lm_head")
 # Every swap at once: the fully custom model of chapters 6 to 8 (``patched(model, **ALL_CUSTOM)``).
 ALL_CUSTOM = dict(rmsnorm="two_pass", projections=set(PROJECTION_GROUPS), attention="slow")
-# The fast kernels at once (issue "faster on purpose"): fused RMSNorm, matrix-vector projections, the MLP in
-# three launches, flash-decoding attention.
-ALL_FAST = dict(rmsnorm="fused", projections=set(PROJECTION_GROUPS), linear="gemv", mlp="fused", attention="fast")
+# The fast kernels at once (issue "faster on purpose"): fused decoder layers (q/k/v in one projection, q/k norm
+# + RoPE in one launch, residual add + RMSNorm, the MLP in three launches), flash-decoding attention, the final
+# RMSNorm fused and lm_head as a matrix-vector product.
+ALL_FAST = dict(layer="fused", attention="fast", rmsnorm="fused", projections={"lm_head"}, linear="gemv")
+
+
+# Chapter 9's staircase: from the all-custom model, one fix at a time (each step's patched() arguments and
+# decoder; compare_configs takes them as they are). The last step is the fast model replayed from a graph.
+STAIRCASE = {
+    "all custom": dict(ALL_CUSTOM),
+    "1. fast attention": dict(ALL_CUSTOM, attention="fast"),
+    "2. fused RMSNorm": dict(ALL_CUSTOM, attention="fast", rmsnorm="fused"),
+    "3. matrix-vector projections": dict(ALL_CUSTOM, attention="fast", rmsnorm="fused", linear="gemv"),
+    "3b. fused MLP": dict(ALL_CUSTOM, attention="fast", rmsnorm="fused", linear="gemv", mlp="fused"),
+    "4. fused layers (the fast model)": dict(ALL_FAST),
+    "5. CUDA graph": dict(ALL_FAST, decoder="graph"),
+}
+# Beside the staircase: what the original gets from a graph alone, and transformers' own compiled path (GPU).
+BESIDE_STAIRCASE = {"original, CUDA graph": dict(decoder="graph"), "transformers compiled": dict(decoder="compiled")}
 
 
 def _slow_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
@@ -525,7 +608,8 @@ def _projection_group(parent: torch.nn.Module, child_name: str) -> str | None:
 
 @contextmanager
 def patched(model, rmsnorm: str | None = None, projections=(), attention: str | None = None,
-            tile: "kernels.TileConfig" = kernels.DEFAULT_TILE, linear: str = "matmul", mlp: str | None = None):
+            tile: "kernels.TileConfig" = kernels.DEFAULT_TILE, linear: str = "matmul", mlp: str | None = None,
+            layer: str | None = None):
     """Swap the model's modules for the Triton ones inside a ``with`` block; restore them on exit.
 
     rmsnorm: None, "fused" or "two_pass" -- every ``*RMSNorm`` (q_norm and k_norm included).
@@ -536,6 +620,10 @@ def patched(model, rmsnorm: str | None = None, projections=(), attention: str | 
       launches); its projections then need no ``projections`` entry.
     attention: None, "slow" (``kernels.attention_slow``, per head) or "fast" (``kernels.decode_attention``
       and ``kernels.prefill_attention``).
+    layer: None or "fused" -- every ``*DecoderLayer`` becomes ``kernels.FastDecoderLayer``: q/k/v in one
+      projection, q_norm/k_norm + RoPE in one launch, the residual add fused with the post-attention
+      RMSNorm, ``FastMLP``; needs ``attention="fast"``. Its norms and projections then need no
+      ``rmsnorm``/``projections``/``mlp`` entry (the final norm and lm_head still do).
     Yields the counts replaced. Weights are shared, never copied (``FastMLP`` concatenates gate and up once);
     on exit the original module objects and attention implementation are back, so outputs are bit-identical
     to before.
@@ -551,8 +639,12 @@ def patched(model, rmsnorm: str | None = None, projections=(), attention: str | 
         raise ValueError(f"linear must be 'matmul' or 'gemv', got {linear!r}")
     if mlp not in (None, "fused"):
         raise ValueError(f"mlp must be None or 'fused', got {mlp!r}")
+    if layer not in (None, "fused"):
+        raise ValueError(f"layer must be None or 'fused', got {layer!r}")
+    if layer and attention != "fast":
+        raise ValueError(f"layer='fused' runs the fast attention inside it: pass attention='fast', got {attention!r}")
 
-    counts = {"rmsnorm": 0, "attention_proj": 0, "mlp_proj": 0, "lm_head": 0, "attention": 0, "mlp": 0}
+    counts = {"rmsnorm": 0, "attention_proj": 0, "mlp_proj": 0, "lm_head": 0, "attention": 0, "mlp": 0, "layer": 0}
     swapped = []  # (parent, name, original module), undone in reverse order
     original_attn = model.config._attn_implementation
 
@@ -562,7 +654,12 @@ def patched(model, rmsnorm: str | None = None, projections=(), attention: str | 
         counts[key] += 1
 
     try:
-        if mlp:  # first, so that the projections inside a replaced MLP are not visited below
+        if layer:  # first: the modules inside a replaced layer are not visited below
+            for parent in list(model.modules()):
+                for name, child in list(parent.named_children()):
+                    if type(child).__name__.endswith("DecoderLayer"):
+                        swap(parent, name, child, kernels.FastDecoderLayer.from_hf(child, _fast_attention), "layer")
+        if mlp:  # before the projections, so that those inside a replaced MLP are not visited below
             for parent in list(model.modules()):
                 for name, child in list(parent.named_children()):
                     if type(child).__name__.endswith("MLP"):
@@ -631,23 +728,26 @@ def _kernel_stats(fn) -> tuple[int, float]:
     return len(events), sum(e.time_range.elapsed_us() for e in events) / 1e3
 
 
-def _count_decode(model, ids: torch.Tensor, n: int, use_cache: bool = True) -> tuple:
+def _count_decode(model, ids: torch.Tensor, n: int, use_cache: bool = True, decoder: str = "generate") -> tuple:
     """What one decoded token launches and keeps the GPU busy for, prefill excluded (an ``n``-token
     generation minus a 1-token one): (every CUDA kernel or None, GPU-busy ms or None, our Triton launches).
+    Under a CUDA graph the kernels are the graph's (the profiler sees them run; the host launched one graph),
+    and "our launches" counts the Python launcher calls, which a replay makes none of.
 
     Counts only, no wall time: the profiler's bookkeeping slows the host, and wall time per token comes
     from ``compare_configs``' own shuffled rounds (``Comparison.profile``)."""
-    _generate(model, ids, n, use_cache)  # warm-up: every shape met once
+    run = decoder_for(model, ids, n, decoder, use_cache)
+    run(n)  # warm-up: every shape met once (and a graph captured, a compiled step compiled)
     steps = n - 1
     project = []
     for k in (n, 1):
         with kernels.count_launches() as c:
-            _generate(model, ids, k, use_cache)
+            run(k)
         project.append(sum(c.values()))
     ours = (project[0] - project[1]) / steps
     if not HAS_GPU:
         return None, None, ours
-    (ln, gn), (l1, g1) = (_kernel_stats(lambda k=k: _generate(model, ids, k, use_cache)) for k in (n, 1))
+    (ln, gn), (l1, g1) = (_kernel_stats(lambda k=k: run(k)) for k in (n, 1))
     return (ln - l1) / steps, (gn - g1) / steps, ours
 
 
@@ -1083,7 +1183,9 @@ def compare_configs(model, configs: dict, prompt_len: int | None = None, new_tok
     """Tokens/s of several configurations of ``model``, interleaved so that host noise hits all alike.
 
     ``configs`` maps a name to the keyword arguments of ``patched`` (``{}`` is the original; a key
-    ``use_cache=False`` generates without the KV cache). The original
+    ``use_cache=False`` generates without the KV cache, a key ``decoder`` picks how it generates:
+    ``DECODERS``, see ``decoder_for``; "graph" and "compiled" build their static cache, capture or compile
+    in every run before the timed part). The original
     and its copy ``ORIGINAL_AGAIN`` are always added: their ratio is the run's A/A noise floor. Each of
     ``rounds`` rounds times one greedy generation of every configuration, in an order shuffled with a fixed
     seed; each configuration's time is divided by the original's time of the same round. When
@@ -1113,11 +1215,21 @@ def compare_configs(model, configs: dict, prompt_len: int | None = None, new_tok
         raise ValueError("profile: counting per decoded token needs new_tokens >= 2")
     ids = make_prompt(prompt_len, tokenizer, model.config.vocab_size)
 
+    def split(kwargs):
+        kwargs = dict(kwargs)
+        return kwargs.pop("use_cache", True), kwargs.pop("decoder", "generate"), kwargs
+
+    for name, kwargs in every.items():  # bad decoders fail here, before any run
+        use_cache, decoder, _ = split(kwargs)
+        if decoder not in DECODERS or (decoder == "compiled" and not HAS_GPU) or (decoder != "generate"
+                                                                                  and not use_cache):
+            raise ValueError(f"configs[{name!r}]: decoder must be one of {DECODERS} ('compiled' on a GPU "
+                             f"only, none but 'generate' without the KV cache), got {decoder!r}")
+
     def run(name, n):
-        kwargs = dict(every[name])
-        use_cache = kwargs.pop("use_cache", True)
+        use_cache, decoder, kwargs = split(every[name])
         with patched(model, **kwargs):
-            return _generate(model, ids, n, use_cache)[1]
+            return decoder_for(model, ids, n, decoder, use_cache)(n)[1]
 
     per_token = new_tokens > 1
     for name in every:  # warm-up: every shape and specialisation met once, untimed
@@ -1137,10 +1249,9 @@ def compare_configs(model, configs: dict, prompt_len: int | None = None, new_tok
     counts = {}
     n = max(2, min(new_tokens, SIZES.profile_tokens))  # per-token counts do not depend on how many are profiled
     for name in to_profile:
-        kwargs = dict(every[name])
-        use_cache = kwargs.pop("use_cache", True)
+        use_cache, decoder, kwargs = split(every[name])
         with patched(model, **kwargs):
-            counts[name] = _count_decode(model, ids, n, use_cache)
+            counts[name] = _count_decode(model, ids, n, use_cache, decoder)
     return Comparison(tps, seconds, ratios, orders, prompt_len, new_tokens, first, counts, n if counts else 0)
 
 
@@ -1214,7 +1325,8 @@ def read_trend(points: dict, floors: dict | None = None, unit: str = "x", along:
     every step (a step smaller than the noise threshold counts as flat) and the change from the first point
     to the last is outside the noise by ``helpers.verdict``
     (last over first, with the widest quartile bounds the two points allow, against the noisier end's A/A
-    floor). Otherwise "no consistent trend", with the reason.
+    floor). A step against the trend but inside the noise is named in the reading ("at every step" only
+    when no step went the other way). Otherwise "no consistent trend", with the reason.
     """
     lengths = sorted(points)
     first, last = points[lengths[0]], points[lengths[-1]]
@@ -1231,7 +1343,14 @@ def read_trend(points: dict, floors: dict | None = None, unit: str = "x", along:
     span = f"{fmt(medians[0])} to {fmt(medians[-1])}"
     if v.real and one_way:
         word = "grew" if v.ratio > 1 else "shrank"
-        return Trend(word, f"{word} with {along}, at every step: {span}, outside the noise", change, v, every)
+        # steps that went the other way by less than the noise threshold: flat by the rule, but named
+        back = [f"{a_len}: {fmt(a)} to {b_len}: {fmt(b)}" for (a_len, b_len), a, b
+                in zip(zip(lengths, lengths[1:]), medians, medians[1:]) if (b - a) * (v.ratio - 1) < 0]
+        if not back:
+            return Trend(word, f"{word} with {along} at every step: {span}, outside the noise", change, v, every)
+        return Trend(word, f"{word} with {along}: {span}, outside the noise; the step{'s' if len(back) > 1 else ''} "
+                     f"against it ({'; '.join(back)}) stayed inside the noise threshold ({100 * v.noise:.0f}%)",
+                     change, v, every)
     reasons = []
     if change.low <= 1 <= change.high:  # the quartiles leave room for no change: the spread is at least the change
         reasons.append("within the per-round spread")

@@ -40,6 +40,7 @@ GEMV_MAX_M = 16  # most rows of x that gemv accepts; beyond it use kernels.matmu
 TILE_ELEMENTS = 8192  # fp32 accumulators per program: 64 registers per thread at 4 warps
 MIN_BLOCK_K, MAX_BLOCK_K = 64, 4096  # a K chunk: >= 128 bytes of a row in fp16, at most 8 KiB
 MIN_PROGRAMS = 1024  # enough programs to fill the GPU: ~8 per SM on an H200 (132 SMs), ~25 on a T4
+INTERPRETER_MIN_PROGRAMS = 4  # the interpreter runs programs one after another: fewer, larger ones are faster
 _TILE_LIMIT = 4 * TILE_ELEMENTS  # largest tile a hand-made GemvConfig may ask for
 
 
@@ -71,7 +72,7 @@ class GemvConfig:
         return f"m{self.block_m}_n{self.block_n}_k{self.block_k}_w{self.num_warps}"
 
 
-def gemv_config(M: int, N: int, K: int) -> GemvConfig:
+def gemv_config(M: int, N: int, K: int, min_programs: int = MIN_PROGRAMS) -> GemvConfig:
     """The tile sizes gemv uses for x [M, K] @ w[N, K].T, from the shape alone.
 
     1. BLOCK_M = next power of two >= M: every program holds all rows of x.
@@ -79,7 +80,8 @@ def gemv_config(M: int, N: int, K: int) -> GemvConfig:
        kept in [MIN_BLOCK_K, MAX_BLOCK_K] and no longer than K needs, and BLOCK_N takes the rest:
        BLOCK_N ~ BLOCK_M, so an element of x is reused about as often (BLOCK_N rows of w) as an
        element of w (BLOCK_M rows of x). At M = 1 this gives long rows: 8 x 1024 at K = 1024.
-    3. Halve BLOCK_N (down to 1) until there are MIN_PROGRAMS programs: small N still fills the GPU.
+    3. Halve BLOCK_N (down to 1) until there are ``min_programs`` programs (MIN_PROGRAMS): small N still
+       fills the GPU. ``gemv`` asks for INTERPRETER_MIN_PROGRAMS on the CPU, where programs run one by one.
     4. num_warps: one warp per 512 accumulators (16 per thread), at most 4.
 
     M = 1: lm_head (N 151936, K 1024) -> m1_n8_k1024_w4, 18992 programs; q/k/v/o and down_proj
@@ -89,7 +91,7 @@ def gemv_config(M: int, N: int, K: int) -> GemvConfig:
     block_k = min(max(TILE_ELEMENTS // block_m**2, MIN_BLOCK_K), MAX_BLOCK_K)
     block_k = min(block_k, max(16, triton.next_power_of_2(K)))
     block_n = TILE_ELEMENTS // (block_m * block_k)
-    while block_n > 1 and triton.cdiv(N, block_n) < MIN_PROGRAMS:
+    while block_n > 1 and triton.cdiv(N, block_n) < min_programs:
         block_n //= 2
     num_warps = min(4, max(1, block_m * block_n * block_k // 512))
     return GemvConfig(block_m, block_n, block_k, num_warps)
@@ -152,7 +154,8 @@ def gemv(
     w is read in place (no transpose, no copy): its last dim must be contiguous (stride 1), as an
     nn.Linear weight is; its row stride may be anything (e.g. a slice of rows of a larger weight).
     x's leading dims are flattened into M rows (a view when they can be; otherwise, or when its last
-    dim is strided, one small PyTorch copy of x). ``config``: tile sizes; default ``gemv_config(M, N, K)``.
+    dim is strided, one small PyTorch copy of x). ``config``: tile sizes; default ``gemv_config(M, N, K)``
+    (with INTERPRETER_MIN_PROGRAMS in the interpreter).
     Bytes (element size e): w once (N*K*e), x once per program from cache (M*K*e from memory),
     bias N*e, y written once (M*N*e): about N*K*e at small M. FLOPs: 2*M*N*K.
     """
@@ -179,7 +182,7 @@ def gemv(
             "use kernels.matmul (kernels.linear) for more rows"
         )
     if config is None:
-        config = gemv_config(M, N, K)
+        config = gemv_config(M, N, K, MIN_PROGRAMS if x.is_cuda else INTERPRETER_MIN_PROGRAMS)
     elif not isinstance(config, GemvConfig):
         raise TypeError(f"config must be a GemvConfig or None, got {type(config).__name__}")
     elif config.block_m < M:

@@ -4,7 +4,7 @@ import torch
 from torch import nn
 
 from .configs import DEFAULT_TILE, TILE_CONFIGS, TileConfig
-from .fused import swiglu_packed
+from .fused import add_rmsnorm, rmsnorm_rope, swiglu_packed
 from .gemv import FusedLinear, GemvLinear, small_m_linear
 from .matmul import linear
 from .rmsnorm import rmsnorm_fused, rmsnorm_two_pass
@@ -90,3 +90,84 @@ class FastMLP(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gate_up = small_m_linear(x, self.gate_up.weight, self.gate_up.bias)  # [..., 2 * I], one launch
         return self.down(swiglu_packed(gate_up))
+
+
+class FastAttention(nn.Module):
+    """Qwen3's attention block with its launches cut: q, k and v in ONE projection (``FusedLinear``),
+    q_norm / k_norm and RoPE in ONE launch (``rmsnorm_rope``), the attention itself through
+    ``attention_fn``, and o_proj through ``GemvLinear``. transformers' own block launches about 20
+    kernels for the same (three projections, two RMSNorms of several ops each, ten for RoPE).
+
+    ``attention_fn`` has transformers' attention-function signature, ``fn(module, q [B, Hq, S, D],
+    k/v [B, Hkv, T, D], attention_mask, scaling=...) -> ([B, S, Hq, D], weights)``: the caller decides
+    which kernel runs (this package knows no model library). The KV cache is the caller's too: any
+    object with transformers' ``update(k, v, layer_idx)``. The fused q/k/v weight is a copy made once;
+    the wrapped module's Parameters stay untouched, so restoring it is exact.
+    """
+
+    def __init__(self, q_proj: nn.Linear, k_proj: nn.Linear, v_proj: nn.Linear, o_proj: nn.Linear,
+                 q_norm: nn.Module, k_norm: nn.Module, head_dim: int, layer_idx: int, scaling: float,
+                 attention_fn, config=None):
+        super().__init__()
+        if not callable(attention_fn):
+            raise TypeError(f"attention_fn must be callable, got {type(attention_fn).__name__}")
+        self.qkv = FusedLinear.from_linears(q_proj, k_proj, v_proj)
+        self.o_proj = GemvLinear.from_linear(o_proj)
+        self.q_weight, self.k_weight = q_norm.weight, k_norm.weight  # the wrapped norms' Parameters
+        self.eps = q_norm.variance_epsilon
+        self.head_dim, self.layer_idx, self.scaling = head_dim, layer_idx, scaling
+        self.attention_fn = attention_fn
+        self.config = config  # what an attention function may read from its module
+        self.is_causal = True
+
+    @classmethod
+    def from_hf(cls, attn: nn.Module, attention_fn) -> "FastAttention":
+        """Wrap a transformers ``Qwen3Attention`` (q/k/v/o projections, q_norm and k_norm)."""
+        return cls(attn.q_proj, attn.k_proj, attn.v_proj, attn.o_proj, attn.q_norm, attn.k_norm, attn.head_dim,
+                   attn.layer_idx, attn.scaling, attention_fn, getattr(attn, "config", None))
+
+    def forward(self, hidden_states, position_embeddings, attention_mask=None, past_key_values=None, **kwargs):
+        B, S, _ = hidden_states.shape
+        D = self.head_dim
+        q, k, v = self.qkv(hidden_states)  # views of one [B, S, (Hq + 2 Hkv) * D] result: ONE launch
+        q = q.view(B, S, -1, D).transpose(1, 2)  # (B, Hq, S, D), strided: read in place
+        k = k.view(B, S, -1, D).transpose(1, 2)  # (B, Hkv, S, D)
+        v = v.view(B, S, -1, D).transpose(1, 2)
+        cos, sin = position_embeddings
+        q, k = rmsnorm_rope(q, k, self.q_weight, self.k_weight, self.eps, cos, sin)  # ONE launch
+        if past_key_values is not None:
+            k, v = past_key_values.update(k, v, self.layer_idx)
+        kwargs.pop("position_ids", None)
+        kwargs.pop("use_cache", None)
+        out, weights = self.attention_fn(self, q, k, v, attention_mask, scaling=self.scaling, **kwargs)
+        return self.o_proj(out.reshape(B, S, -1)), weights
+
+
+class FastDecoderLayer(nn.Module):
+    """One Qwen3 decoder layer with the fast blocks: RMSNorm (1 launch), ``FastAttention``, the residual
+    add fused with post_attention_layernorm (``add_rmsnorm``: 1 launch instead of 2), ``FastMLP`` and the
+    last residual add (1 PyTorch launch). About 12 launches per layer and decode step, against about 55
+    for transformers' layer. Shares the wrapped layer's norm weights; restoring the layer is exact.
+    """
+
+    def __init__(self, layer: nn.Module, attention_fn):
+        super().__init__()
+        self.input_weight, self.input_eps = layer.input_layernorm.weight, layer.input_layernorm.variance_epsilon
+        self.post_weight = layer.post_attention_layernorm.weight
+        self.post_eps = layer.post_attention_layernorm.variance_epsilon
+        self.self_attn = FastAttention.from_hf(layer.self_attn, attention_fn)
+        self.mlp = FastMLP.from_hf(layer.mlp)
+
+    @classmethod
+    def from_hf(cls, layer: nn.Module, attention_fn) -> "FastDecoderLayer":
+        """Wrap a transformers ``Qwen3DecoderLayer``."""
+        return cls(layer, attention_fn)
+
+    def forward(self, hidden_states, attention_mask=None, position_embeddings=None, past_key_values=None,
+                **kwargs):
+        if position_embeddings is None:
+            raise ValueError("position_embeddings (cos, sin) must be given: the decoder model computes them once")
+        x = rmsnorm_fused(hidden_states, self.input_weight, self.input_eps)
+        a, _ = self.self_attn(x, position_embeddings, attention_mask, past_key_values, **kwargs)
+        x, residual = add_rmsnorm(a, hidden_states, self.post_weight, self.post_eps)  # residual + a, normed
+        return residual + self.mlp(x)

@@ -210,7 +210,8 @@ helpers.md(read_floors(runs, lengths))
 # ends alone would find one in noise. So the reading below (`read_trend`) uses every point. It says the
 # ratio *grew* or *shrank* only when two things hold:
 #
-# - the medians move one way at every step from the shortest prompt to the longest;
+# - the medians move one way from the shortest prompt to the longest: no step goes the other way by more
+#   than the noise threshold (a smaller step back counts as flat, and the reading names it);
 # - the change from the first point to the last is outside the noise by the series' one rule,
 #   `helpers.verdict`, applied to the ratio of the two (last over first) with the widest quartiles the
 #   two allow (the last's lower quartile over the first's upper one, and the reverse), against the

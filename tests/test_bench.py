@@ -35,16 +35,21 @@ def tiny():
     return helpers.random_qwen3(helpers.TINY_QWEN3, seed=1)
 
 
-def test_decode_runners_generate_the_original_tokens(tiny):
-    """tools/bench_decode.py: the graph decoder's run generates the original's tokens, and returns a time."""
+def test_decode_configurations_generate_the_original_tokens(tiny):
+    """tools/bench_decode.py: the graph decoders generate the original's tokens (eagerly stepped on a CPU)."""
     import bench_decode
 
+    every = {k: v for k, v in bench_decode.configs().items() if k != bench_decode.FAST}  # FAST: test_helpers
     ids = helpers.make_prompt(5, vocab_size=tiny.config.vocab_size)
-    run = bench_decode.runners(tiny, tiny, ids, 6)
-    assert set(run) >= {helpers.ORIGINAL, helpers.ORIGINAL_AGAIN, bench_decode.ORIGINAL_GRAPH, bench_decode.FAST,
-                        bench_decode.FAST_GRAPH}
-    expected, seconds = run[helpers.ORIGINAL](6)
-    assert seconds > 0 and expected.device.type == "cpu" and expected.numel() == 6
-    graphed, _ = run[bench_decode.ORIGINAL_GRAPH](6)
-    run[bench_decode.ORIGINAL_GRAPH](1)
-    assert torch.equal(graphed, expected)
+    generated = bench_decode.tokens(tiny, {helpers.ORIGINAL: {}, **every}, ids, 6)
+    assert {bench_decode.ORIGINAL_GRAPH, bench_decode.FAST_GRAPH} <= set(generated)
+    for name, new in generated.items():
+        assert torch.equal(new, generated[helpers.ORIGINAL]), name
+
+
+def test_gemv_sweep_times_the_default_and_the_fastest_against_cublas():
+    table = bench_kernels.gemv_sweep(tiny=True, rounds=1)
+    assert set(table["shape"]) == {"lm_head", "gate,up fused"}
+    for _, group in table.groupby("shape"):
+        assert group["default"].sum() == 1 and 3 <= len(group) <= 4
+    assert (table["ratio to F.linear"] > 0).all()

@@ -490,3 +490,60 @@ def test_errors(case, device):
     fn, error, match = _error_cases(device)[case]
     with pytest.raises(error, match=match):
         fn()
+
+
+# ------------------------------------------------------------------------------------------------
+# The fused blocks inside one decoder layer (kernels.FastAttention, kernels.FastDecoderLayer)
+
+
+def sdpa_attention(module, q, k, v, attention_mask, scaling=None, **kwargs):
+    """A transformers-style attention function (causal, GQA) that isolates the layer's own kernels."""
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=q.shape[-2] > 1, scale=scaling, enable_gqa=True)
+    return out.transpose(1, 2), None
+
+
+@pytest.mark.parametrize("S", [1, 5])
+def test_fast_decoder_layer_matches_the_float64_layer(S, device):
+    """FastDecoderLayer (q/k/v in one projection, q/k norm + RoPE in one launch, add + RMSNorm in one)
+    against transformers' Qwen3DecoderLayer in float64, on an odd hidden size, for decode (S=1) and a prompt."""
+    from transformers.models.qwen3.modeling_qwen3 import Qwen3DecoderLayer
+
+    from kernels import FastAttention, FastDecoderLayer
+
+    dtype = torch.float16 if device.type == "cuda" else torch.float32
+    config = tiny_config(hidden=40, intermediate=24)
+    config._attn_implementation = "sdpa"
+    layer = Qwen3DecoderLayer(config, layer_idx=0)
+    with torch.no_grad():
+        for i, p in enumerate(layer.parameters()):
+            p.copy_(randn(*p.shape, seed=10 + i) * (1.0 if p.dim() == 1 else 0.2))
+    ref = layer.double().to(device)
+    x = randn(1, S, 40, dtype=torch.float64, device=device, seed=3)
+    positions = torch.arange(7, 7 + S, device=device)[None]
+    rotary = Qwen3RotaryEmbedding(config).to(device)
+    with torch.no_grad():
+        expected = ref(x, attention_mask=None, position_embeddings=rotary(x, positions), position_ids=positions)
+    fast_src = Qwen3DecoderLayer(config, layer_idx=0)
+    fast_src.load_state_dict(layer.state_dict())
+    fast = FastDecoderLayer.from_hf(fast_src.to(device=device, dtype=dtype), sdpa_attention)
+    xd = x.to(dtype)
+    with torch.no_grad(), count_launches() as launched:
+        got = fast(xd, attention_mask=None, position_embeddings=rotary(xd, positions), position_ids=positions)
+    assert isinstance(fast.self_attn, FastAttention)
+    torch.testing.assert_close(got.double(), expected, atol=5e-2 if dtype == torch.float16 else 1e-4,
+                               rtol=5e-2 if dtype == torch.float16 else 1e-4)
+    assert launched["rmsnorm_rope_kernel"] == 1 and launched["add_rmsnorm_kernel"] == 1
+    assert launched["rmsnorm_fused_kernel"] == 1 and launched["swiglu_kernel"] == 1
+
+
+def test_fast_decoder_layer_errors(device):
+    from transformers.models.qwen3.modeling_qwen3 import Qwen3DecoderLayer
+
+    from kernels import FastAttention, FastDecoderLayer
+
+    layer = Qwen3DecoderLayer(tiny_config(), layer_idx=0).to(device)
+    with pytest.raises(TypeError, match="attention_fn must be callable"):
+        FastAttention.from_hf(layer.self_attn, "sdpa")
+    fast = FastDecoderLayer.from_hf(layer, sdpa_attention)
+    with pytest.raises(ValueError, match="position_embeddings"):
+        fast(torch.zeros(1, 1, 40, device=device))

@@ -207,6 +207,12 @@ def test_gemv_config_rules(M, N, K):
     assert c.block_n == 1 or -(-N // c.block_n) >= MIN_PROGRAMS  # enough programs, or one row each
 
 
+def test_gemv_config_asks_for_fewer_programs_in_the_interpreter():
+    """The interpreter runs programs one after another: the lm_head of the tiny CPU model gets 4, not 512."""
+    assert gemv_config(1, 512, 64).block_n == 1  # 512 programs on a GPU
+    assert -(-512 // gemv_config(1, 512, 64, min_programs=4).block_n) == 4
+
+
 # ------------------------------------------------------------------------------------------------
 # modules
 

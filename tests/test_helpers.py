@@ -101,7 +101,7 @@ def test_patch_counts_on_qwen3_0_6b_shape():
     assert census["parameters"] == 596_049_920
     with helpers.patched(model, **ALL_SWAPS) as counts:
         assert counts == {"rmsnorm": 113, "attention_proj": 112, "mlp_proj": 84, "lm_head": 1, "attention": 28,
-                          "mlp": 0}
+                          "mlp": 0, "layer": 0}
         for layer in model.model.layers:
             assert isinstance(layer.self_attn.q_norm, kernels.TritonRMSNorm)
             assert isinstance(layer.self_attn.k_norm, kernels.TritonRMSNorm)
@@ -388,6 +388,30 @@ def test_compare_configs_on_the_real_generation_path(tiny):
     assert len(result.seconds["fused RMSNorm"]) == 2 and all(s > 0 for s in result.seconds[helpers.ORIGINAL])
 
 
+def test_compare_configs_times_a_graph_decoder_and_profiles_it(tiny):
+    """decoder="graph": a static cache and one CUDA-graph replay per token (the step runs eagerly on a CPU)."""
+    result = helpers.compare_configs(tiny, {"graph": dict(decoder="graph")}, prompt_len=4, new_tokens=3, rounds=2,
+                                     profile=["graph"])
+    assert len(result.seconds["graph"]) == 2 and result.profile("graph").launches_per_token is not None or \
+        not helpers.HAS_GPU
+    new, _ = helpers.decoder_for(tiny, helpers.make_prompt(4, vocab_size=tiny.config.vocab_size), 5, "graph")(5)
+    expected, _ = helpers._generate(tiny, helpers.make_prompt(4, vocab_size=tiny.config.vocab_size), 5)
+    assert torch.equal(new, expected.cpu())
+
+
+def test_decoders_reject_what_they_cannot_do(tiny):
+    ids = helpers.make_prompt(4, vocab_size=tiny.config.vocab_size)
+    with pytest.raises(ValueError, match="decoder must be one of"):
+        helpers.decoder_for(tiny, ids, 3, "vllm")
+    with pytest.raises(ValueError, match="use_cache=False does not apply"):
+        helpers.decoder_for(tiny, ids, 3, "graph", use_cache=False)
+    with pytest.raises(ValueError, match=r"configs\['g'\]: decoder must be one of"):
+        helpers.compare_configs(tiny, {"g": dict(decoder="graph", use_cache=False)}, rounds=1)
+    if not helpers.HAS_GPU:
+        with pytest.raises(ValueError, match="needs a GPU"):
+            helpers.decoder_for(tiny, ids, 3, "compiled")
+
+
 def test_compare_configs_rejects_bad_input(tiny):
     with pytest.raises(ValueError, match="added by compare_configs itself"):
         helpers.compare_configs(tiny, {helpers.ORIGINAL: {}}, rounds=1)
@@ -616,7 +640,11 @@ def test_progress_bars_hide_when_asked(monkeypatch):
 def test_a_trend_ignores_steps_inside_the_noise():
     R = helpers.Ratio.of
     points = {128: R([1.0, 0.98, 1.02]), 256: R([1.5, 1.48, 1.52]), 512: R([1.49, 1.47, 1.51]), 1024: R([2.0, 1.98, 2.02])}
-    assert helpers.read_trend(points).word == "grew"  # 1.50 -> 1.49 is flat, not a step down
+    trend = helpers.read_trend(points)
+    assert trend.word == "grew"  # 1.50 -> 1.49 is flat, not a step down, but the reading names it
+    assert "at every step" not in trend.text and "256: 1.50x to 512: 1.49x" in trend.text
+    points[512] = R([1.6, 1.58, 1.62])
+    assert "grew with the context at every step" in helpers.read_trend(points).text
     points[512] = R([1.2, 1.18, 1.22])  # a real step down: no consistent trend
     assert "not one way" in helpers.read_trend(points).text
     assert "with the rows" in helpers.read_trend({1: R([1.0]), 2: R([2.0])}, along="the rows").text
@@ -657,6 +685,15 @@ def test_graph_replay_generates_what_the_eager_step_does(tiny):
     assert graphed.graphed and torch.equal(graphed.generate(ids, 20)[0], eager)
 
 
+@pytest.mark.skipif(not helpers.HAS_GPU, reason="CUDA graphs need a GPU")
+def test_the_fast_model_replayed_from_a_graph_generates_what_it_does_eagerly(tiny):
+    ids = helpers.make_prompt(5, vocab_size=tiny.config.vocab_size)
+    with helpers.patched(tiny, **helpers.ALL_FAST):  # one patch for both: a graph holds the fused weights
+        eager = helpers.GraphDecoder(tiny, max_len=32, use_graph=False).generate(ids, 20)[0]
+        graphed = helpers.GraphDecoder(tiny, max_len=32, use_graph=True)
+        assert graphed.graphed and torch.equal(graphed.generate(ids, 20)[0], eager)
+
+
 def test_graph_decoder_rejects_bad_input(tiny):
     with pytest.raises(ValueError, match="max_len must be an int >= 2"):
         helpers.GraphDecoder(tiny, max_len=1)
@@ -683,26 +720,51 @@ def test_a_within_noise_verdict_says_which_rule_held_it_back(values, floor, reas
 
 
 # --- The fast kernels inside the model ----------------------------------------------------------
-def test_the_fast_model_generates_what_the_original_does_and_restores_it(tiny, ids):
+FAST_MODULES = dict(rmsnorm="fused", projections=set(helpers.PROJECTION_GROUPS), linear="gemv", mlp="fused",
+                    attention="fast")  # the fast kernels module by module, without the fused decoder layers
+
+
+@pytest.mark.parametrize("swaps", ["ALL_FAST", "FAST_MODULES"])
+def test_the_fast_model_generates_what_the_original_does_and_restores_it(tiny, ids, swaps):
     before_modules = dict(tiny.named_modules())
     before = logits(tiny, ids)
     expected, _ = helpers._generate(tiny, ids, 6)
-    with helpers.patched(tiny, **helpers.ALL_FAST) as counts:
-        cfg = tiny.config
-        assert counts["mlp"] == cfg.num_hidden_layers and counts["mlp_proj"] == 0  # the MLPs' own, fused
-        assert counts["attention_proj"] == 4 * cfg.num_hidden_layers and counts["lm_head"] == 1
-        assert isinstance(tiny.model.layers[0].mlp, kernels.FastMLP)
-        assert isinstance(tiny.model.layers[0].self_attn.o_proj, kernels.GemvLinear)
+    cfg = tiny.config
+    with helpers.patched(tiny, **(helpers.ALL_FAST if swaps == "ALL_FAST" else FAST_MODULES)) as counts:
+        assert counts["lm_head"] == 1
+        if swaps == "ALL_FAST":
+            assert counts["layer"] == cfg.num_hidden_layers and counts["mlp"] == counts["attention_proj"] == 0
+            assert isinstance(tiny.model.layers[0], kernels.FastDecoderLayer)
+            assert isinstance(tiny.model.layers[0].self_attn, kernels.FastAttention)
+        else:
+            assert counts["mlp"] == cfg.num_hidden_layers and counts["mlp_proj"] == 0  # the MLPs' own, fused
+            assert counts["attention_proj"] == 4 * cfg.num_hidden_layers
+            assert isinstance(tiny.model.layers[0].mlp, kernels.FastMLP)
+            assert isinstance(tiny.model.layers[0].self_attn.o_proj, kernels.GemvLinear)
         torch.testing.assert_close(logits(tiny, ids), before, **MODEL_TOL[helpers.DTYPE])  # prefill_attention
         generated, _ = helpers._generate(tiny, ids, 6)  # decode: decode_attention over the cache
         assert torch.equal(generated, expected)
         with kernels.count_launches() as launched:
             helpers._generate(tiny, ids, 2)
-        assert {"decode_attention_kernel", "prefill_attention_kernel", "gemv_kernel", "swiglu_kernel",
-                "rmsnorm_fused_kernel"} <= set(launched)
+        expected_kernels = {"decode_attention_kernel", "prefill_attention_kernel", "gemv_kernel", "swiglu_kernel",
+                            "rmsnorm_fused_kernel"}
+        if swaps == "ALL_FAST":
+            expected_kernels |= {"rmsnorm_rope_kernel", "add_rmsnorm_kernel"}
+        assert expected_kernels <= set(launched)
     assert dict(tiny.named_modules()).keys() == before_modules.keys()
     assert all(m is before_modules[n] for n, m in tiny.named_modules())
     assert torch.equal(logits(tiny, ids), before)
+
+
+def test_a_fused_layer_launches_fewer_kernels_than_the_modules_alone(tiny, ids):
+    """Per decode step: q/k/v in one launch (not three), q/k norm + RoPE in one, add + RMSNorm in one."""
+    def our_launches(swaps):
+        with helpers.patched(tiny, **swaps), kernels.count_launches() as launched:
+            helpers._generate(tiny, ids, 3)
+        return sum(launched.values())
+
+    fused, modules = our_launches(helpers.ALL_FAST), our_launches(FAST_MODULES)
+    assert fused < modules
 
 
 def test_the_fast_model_under_a_static_cache(tiny):
@@ -722,6 +784,12 @@ def test_patch_rejects_unknown_fast_options(tiny):
             pass
     with pytest.raises(ValueError, match="mlp must be None or 'fused'"):
         with helpers.patched(tiny, mlp="unfused"):
+            pass
+    with pytest.raises(ValueError, match="layer must be None or 'fused'"):
+        with helpers.patched(tiny, layer="fast", attention="fast"):
+            pass
+    with pytest.raises(ValueError, match="layer='fused' runs the fast attention inside it"):
+        with helpers.patched(tiny, layer="fused"):
             pass
 
 
@@ -746,3 +814,20 @@ def test_fast_attention_reads_a_static_cache_through_its_mask(S):
     with pytest.raises(ValueError, match="batch size 1 with a mask"):
         helpers._fast_attention(None, q.expand(2, -1, -1, -1), k.expand(2, -1, -1, -1), v.expand(2, -1, -1, -1),
                                 mask.expand(2, -1, -1, -1))
+
+
+@pytest.mark.parametrize("value, text", [(1655.0, "1,655"), (186.6087, "186.6"), (0.0070113, "0.007011"),
+                                         (float("nan"), "-"), (None, "-"), (-0.0, "0"), (151936.4, "151,936"),
+                                         (0.1807, "0.1807")])
+def test_tables_write_counts_as_counts_and_missing_as_a_dash(value, text):
+    assert helpers.table_number(value) == text
+
+
+def test_show_formats_floats_and_leaves_the_caller_s_table_alone(capsys):
+    import pandas as pd
+
+    df = pd.DataFrame({"launches": [1655.0, 977.0], "ms": [26.4503, float("nan")], "name": ["a", "b"]})
+    helpers.show(df)
+    out = capsys.readouterr().out
+    assert "1,655" in out and "26.45" in out and " -" in out and "NaN" not in out
+    assert df["launches"].dtype == float  # a copy was formatted

@@ -2,6 +2,7 @@
 
     python tools/bench_kernels.py            # every case; prints the table, writes runs/<gpu>/bench_kernels.csv
     python tools/bench_kernels.py --commit   # writes figures/<gpu>/bench_kernels.csv (tracked) instead
+    python tools/bench_kernels.py --gemv-sweep  # gemv tile configurations at the lm_head and gate/up shapes
 
 Each case is timed with ``helpers.compare_calls``: GPU time from CUDA-graph replay, our call against the
 PyTorch call (cuBLAS, SDPA or the eager ops it replaces) and the PyTorch call against itself (the A/A
@@ -10,6 +11,10 @@ outputs read or written once), the bandwidth that implies, and its fraction of t
 (``helpers.NOMINAL_GB_S``). Targets (from the issue that asked for these kernels, H200): the
 matrix-vector kernel at the lm_head shape at >= 70% of peak and no slower than cuBLAS; decode attention
 at 1,024 keys no slower than SDPA; each fused elementwise kernel no slower than the ops it replaces.
+
+``--gemv-sweep`` ranks gemv configurations (``kernels.GemvConfig``) at the lm_head and fused gate/up
+shapes by one GPU time each, then times the three fastest and ``gemv_config``'s own choice against cuBLAS
+in shuffled rounds: the numbers to tune ``gemv_config`` from (writes gemv_sweep.csv).
 
 Without a GPU the same cases run at tiny sizes in Triton's interpreter: a smoke test of this script,
 timed on the interpreter's clock, meaningless as speed.
@@ -89,10 +94,80 @@ def cases(tiny: bool) -> list[dict]:
     return out
 
 
+def gemv_configs(M: int = 1, tiny: bool = False) -> list:
+    """Every power-of-two gemv configuration worth a try at M rows (within the kernel's tile limit)."""
+    from kernels.gemv import GemvConfig
+
+    block_m = 1 << (M - 1).bit_length()
+    out = []
+    for block_n in ((16, 32) if tiny else (4, 8, 16, 32, 64)):
+        for block_k in ((16, 32) if tiny else (128, 256, 512, 1024)):
+            for num_warps in ((1,) if tiny else (2, 4, 8)):
+                try:
+                    out.append(GemvConfig(block_m, block_n, block_k, num_warps))
+                except ValueError:  # over the tile limit
+                    pass
+    return out
+
+
+def gemv_sweep(tiny: bool, rounds: int | None = None):
+    """Rank gemv configurations by one GPU time each, then the best three and the default in rounds."""
+    import pandas as pd
+    import torch.nn.functional as F
+
+    import helpers
+    import kernels
+    from kernels.gemv import gemv_config
+
+    g = torch_generator()
+    shapes = {"lm_head": (96, 32), "gate,up fused": (64, 32)} if tiny else {
+        "lm_head": (151936, 1024), "gate,up fused": (6144, 1024)}
+    timer = helpers.gpu_ms_per_call if helpers.HAS_GPU else (lambda fn: helpers.host_ms_per_call(fn, repeats=1))
+    rows = []
+    for what, (n, k) in shapes.items():
+        x = rand(g, (1, k))
+        w = rand(g, (n, k))
+        default = gemv_config(1, n, k)
+        ranked = sorted(((timer(lambda c=c: kernels.gemv(x, w, config=c)), c) for c in gemv_configs(1, tiny)),
+                        key=lambda tc: tc[0])
+        finalists = {c.name: c for _, c in ranked[:3]}
+        finalists.setdefault(default.name, default)
+        comparison = helpers.compare_calls({name: (lambda c=c: kernels.gemv(x, w, config=c))
+                                            for name, c in finalists.items()}, lambda: F.linear(x, w), rounds=rounds)
+        once = {c.name: ms for ms, c in ranked}
+        if default.name not in once:  # gemv_config's choice may lie outside the grid
+            once[default.name] = timer(lambda: kernels.gemv(x, w, config=default))
+        for name in finalists:
+            r = comparison.ratios[name]
+            ms = comparison.ms[name]
+            rows.append({"shape": what, "config": name, "default": name == default.name,
+                         "one reading ms": once[name], "ms (rounds)": ms,
+                         "F.linear ms": comparison.ms[helpers.REFERENCE],
+                         "ratio to F.linear": r.median, "quartiles": f"{r.low:.2f}-{r.high:.2f}",
+                         "verdict": comparison.verdict(name).text,
+                         "GB/s": (n * k + k + n) * x.element_size() / (ms * 1e-3) / 1e9, "clock": comparison.clock})
+    return pd.DataFrame(rows)
+
+
+def torch_generator():
+    import torch
+
+    return torch.Generator().manual_seed(0)
+
+
+def rand(g, shape):
+    import torch
+
+    import helpers
+
+    return torch.randn(*shape, generator=g).to(helpers.DEVICE, helpers.DTYPE)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--commit", action="store_true", help="write figures/<gpu>/bench_kernels.csv (tracked)")
     parser.add_argument("--rounds", type=int, default=None, help="rounds per case (default: SIZES.rounds_kernel)")
+    parser.add_argument("--gemv-sweep", action="store_true", help="rank gemv configurations instead (gemv_sweep.csv)")
     args = parser.parse_args()
     if args.commit:
         os.environ["SLOWER_RESULTS_ROOT"] = str(ROOT / "figures")
@@ -101,6 +176,16 @@ def main() -> int:
     import helpers
 
     helpers.show_env()
+    if args.gemv_sweep:
+        start = time.perf_counter()
+        table = gemv_sweep(tiny=not helpers.HAS_GPU, rounds=args.rounds)
+        helpers.RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+        path = helpers.RESULTS_DIR / "gemv_sweep.csv"
+        helpers.write_csv_atomically(table, path)
+        with pd.option_context("display.width", 250, "display.max_columns", None):
+            print(table.drop(columns="clock").to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+        print(f"\n{time.perf_counter() - start:.0f} s, {table['clock'][0]}; written to {os.path.relpath(path, ROOT)}")
+        return 0
     peak = helpers.NOMINAL_GB_S.get(helpers.SLUG) if helpers.HAS_GPU else None
     rows = []
     start = time.perf_counter()
