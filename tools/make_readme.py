@@ -33,6 +33,7 @@ CHAPTERS = {
     "06_full_stack": "Every custom kernel at once: the slowdown, the launch count, and where the outputs diverge",
     "07_context_sweep": "Does the slowdown hold from 128 to 1024 prompt tokens? Prefill versus decode",
     "08_lessons": "What the numbers taught, side by side with the blog's T4, and what to optimise first",
+    "09_faster_on_purpose": "Faster on purpose: the speed won back one fix at a time, against the original and transformers' compiled path",
 }
 
 
