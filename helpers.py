@@ -287,6 +287,8 @@ def table_number(value) -> str:
     if value is None or value != value:
         return "-"
     v = float(value)
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
     if v == int(v) and abs(v) < 1e15:
         return f"{int(v):,}"
     if abs(v) >= 1e4:

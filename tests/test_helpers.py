@@ -818,7 +818,7 @@ def test_fast_attention_reads_a_static_cache_through_its_mask(S):
 
 @pytest.mark.parametrize("value, text", [(1655.0, "1,655"), (186.6087, "186.6"), (0.0070113, "0.007011"),
                                          (float("nan"), "-"), (None, "-"), (-0.0, "0"), (151936.4, "151,936"),
-                                         (0.1807, "0.1807")])
+                                         (0.1807, "0.1807"), (float("inf"), "inf")])
 def test_tables_write_counts_as_counts_and_missing_as_a_dash(value, text):
     assert helpers.table_number(value) == text
 
