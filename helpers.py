@@ -458,12 +458,16 @@ def _no_gc():
             gc.enable()
 
 
-def _generate(model, ids: torch.Tensor, new_tokens: int, use_cache: bool = True):
-    """Greedy, exactly ``new_tokens`` new tokens; returns (new ids, seconds)."""
+def _generate(model, ids: torch.Tensor, new_tokens: int, use_cache: bool = True,
+              cache_implementation: str | None = None):
+    """Greedy, exactly ``new_tokens`` new tokens; returns (new ids, seconds). ``cache_implementation="static"``
+    is transformers' own fast path: it compiles the decode step (torch.compile with CUDA graphs; the first
+    call compiles, tens of seconds)."""
     from transformers import GenerationConfig
 
     config = GenerationConfig(max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False,
-                              use_cache=use_cache, pad_token_id=model.config.eos_token_id or 0)
+                              use_cache=use_cache, cache_implementation=cache_implementation,
+                              pad_token_id=model.config.eos_token_id or 0)
     with _no_gc():
         _sync()
         start = time.perf_counter()
@@ -480,22 +484,14 @@ def _generate(model, ids: torch.Tensor, new_tokens: int, use_cache: bool = True)
 DECODERS = ("generate", "graph", "compiled")  # how a configuration generates (compare_configs' ``decoder`` key)
 
 
-def _static_compiled(model, ids: torch.Tensor, new_tokens: int):
-    """transformers' own fast path: ``generate(cache_implementation="static")``, which compiles the decode
-    step (torch.compile with CUDA graphs; the first call compiles, tens of seconds)."""
-    from transformers import GenerationConfig
-
-    config = GenerationConfig(max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False,
-                              use_cache=True, cache_implementation="static",
-                              pad_token_id=model.config.eos_token_id or 0)
-    with _no_gc():
-        _sync()
-        start = time.perf_counter()
-        with torch.inference_mode():
-            out = model.generate(ids, attention_mask=torch.ones_like(ids), generation_config=config)
-        _sync()
-        seconds = time.perf_counter() - start
-    return out[0, ids.shape[1]:], seconds
+def _check_decoder(decoder: str, use_cache: bool = True) -> None:
+    """``decoder`` is one of DECODERS and can run here, with ``use_cache``."""
+    if decoder not in DECODERS:
+        raise ValueError(f"decoder must be one of {DECODERS}, got {decoder!r}")
+    if decoder != "generate" and not use_cache:
+        raise ValueError(f"decoder={decoder!r} decodes with a static KV cache: use_cache=False does not apply")
+    if decoder == "compiled" and not HAS_GPU:
+        raise ValueError("decoder='compiled' compiles transformers' decode step with CUDA graphs: it needs a GPU")
 
 
 def decoder_for(model, ids: torch.Tensor, new_tokens: int, decoder: str = "generate", use_cache: bool = True):
@@ -505,18 +501,27 @@ def decoder_for(model, ids: torch.Tensor, new_tokens: int, decoder: str = "gener
     (transformers' ``generate(cache_implementation="static")``, compiled; GPU only). ``new_tokens``: the
     most ``run`` will be asked for. Build it inside the ``patched`` block it runs in: a captured graph
     holds the weights it was captured with."""
-    if decoder not in DECODERS:
-        raise ValueError(f"decoder must be one of {DECODERS}, got {decoder!r}")
-    if decoder != "generate" and not use_cache:
-        raise ValueError(f"decoder={decoder!r} decodes with a static KV cache: use_cache=False does not apply")
+    _check_decoder(decoder, use_cache)
     if decoder == "graph":
         graph = GraphDecoder(model, ids.shape[1] + max(new_tokens, 4))  # capture writes 3 steps past the prompt
         return lambda n: graph.generate(ids, n)
     if decoder == "compiled":
-        if not HAS_GPU:
-            raise ValueError("decoder='compiled' compiles transformers' decode step with CUDA graphs: it needs a GPU")
-        return lambda n: _static_compiled(model, ids, n)
+        return lambda n: _generate(model, ids, n, cache_implementation="static")
     return lambda n: _generate(model, ids, n, use_cache)
+
+
+def split_config(config: dict) -> tuple[dict, str, bool]:
+    """A ``compare_configs`` configuration as (``patched`` arguments, decoder, use_cache)."""
+    kwargs = dict(config)
+    return kwargs, kwargs.pop("decoder", "generate"), kwargs.pop("use_cache", True)
+
+
+def generate_with(model, config: dict, ids: torch.Tensor, new_tokens: int):
+    """One greedy generation of ``new_tokens`` by a ``compare_configs`` configuration (``patched`` arguments,
+    plus ``decoder`` and ``use_cache``): (new ids, seconds). Patched for this generation only."""
+    kwargs, decoder, use_cache = split_config(config)
+    with patched(model, **kwargs):
+        return decoder_for(model, ids, new_tokens, decoder, use_cache)(new_tokens)
 
 
 # --- Patching -----------------------------------------------------------------------------------
@@ -823,6 +828,12 @@ def gpu_ms_per_call(fn) -> float | None:
     fn()  # compile outside the graph capture
     _sync()
     return triton.testing.do_bench_cudagraph(fn, return_mode="median")
+
+
+def ms_per_call(fn) -> float:
+    """The clock ``compare_calls`` uses: GPU time (``gpu_ms_per_call``) on a GPU, interpreter wall time
+    (one synchronised loop) in CPU mode."""
+    return gpu_ms_per_call(fn) if HAS_GPU else host_ms_per_call(fn, repeats=1)
 
 
 def launches_per_call(fn) -> float:
@@ -1217,21 +1228,16 @@ def compare_configs(model, configs: dict, prompt_len: int | None = None, new_tok
         raise ValueError("profile: counting per decoded token needs new_tokens >= 2")
     ids = make_prompt(prompt_len, tokenizer, model.config.vocab_size)
 
-    def split(kwargs):
-        kwargs = dict(kwargs)
-        return kwargs.pop("use_cache", True), kwargs.pop("decoder", "generate"), kwargs
-
-    for name, kwargs in every.items():  # bad decoders fail here, before any run
-        use_cache, decoder, _ = split(kwargs)
-        if decoder not in DECODERS or (decoder == "compiled" and not HAS_GPU) or (decoder != "generate"
-                                                                                  and not use_cache):
+    for name, config in every.items():  # bad decoders fail here, before any run
+        _, decoder, use_cache = split_config(config)
+        try:
+            _check_decoder(decoder, use_cache)
+        except ValueError:
             raise ValueError(f"configs[{name!r}]: decoder must be one of {DECODERS} ('compiled' on a GPU "
-                             f"only, none but 'generate' without the KV cache), got {decoder!r}")
+                             f"only, none but 'generate' without the KV cache), got {decoder!r}") from None
 
     def run(name, n):
-        use_cache, decoder, kwargs = split(every[name])
-        with patched(model, **kwargs):
-            return decoder_for(model, ids, n, decoder, use_cache)(n)[1]
+        return generate_with(model, every[name], ids, n)[1]
 
     per_token = new_tokens > 1
     for name in every:  # warm-up: every shape and specialisation met once, untimed
@@ -1251,7 +1257,7 @@ def compare_configs(model, configs: dict, prompt_len: int | None = None, new_tok
     counts = {}
     n = max(2, min(new_tokens, SIZES.profile_tokens))  # per-token counts do not depend on how many are profiled
     for name in to_profile:
-        use_cache, decoder, kwargs = split(every[name])
+        kwargs, decoder, use_cache = split_config(every[name])
         with patched(model, **kwargs):
             counts[name] = _count_decode(model, ids, n, use_cache, decoder)
     return Comparison(tps, seconds, ratios, orders, prompt_len, new_tokens, first, counts, n if counts else 0)
@@ -1300,11 +1306,10 @@ def compare_calls(calls: dict, reference, rounds: int | None = None, seed: int =
         if not callable(fn):
             raise TypeError(f"calls[{name!r}] must be a zero-argument callable, got {type(fn).__name__}")
     clock = CLOCK_LABELS["gpu" if HAS_GPU else "interpreter"]
-    timer = gpu_ms_per_call if HAS_GPU else (lambda fn: host_ms_per_call(fn, repeats=1))
     times = {name: [] for name in every}
     for r in range(rounds):
         for name in _shuffled(every, r, seed):
-            times[name].append(timer(every[name]))
+            times[name].append(ms_per_call(every[name]))
     ratios = _ratios_to(times, REFERENCE)
     return CallComparison({name: statistics.median(ts) for name, ts in times.items()}, ratios, clock, rounds)
 

@@ -56,13 +56,8 @@ def tokens(model, every: dict, ids, new_tokens: int) -> dict:
     """name -> the greedy tokens it generates (one untimed generation each, on the CPU)."""
     import helpers
 
-    out = {}
-    for name, kwargs in every.items():
-        kwargs = dict(kwargs)
-        decoder = kwargs.pop("decoder", "generate")
-        with helpers.patched(model, **kwargs):
-            out[name] = helpers.decoder_for(model, ids, new_tokens, decoder)(new_tokens)[0].to("cpu", copy=True)
-    return out
+    return {name: helpers.generate_with(model, config, ids, new_tokens)[0].to("cpu", copy=True)
+            for name, config in every.items()}
 
 
 def main() -> int:

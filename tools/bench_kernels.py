@@ -47,7 +47,7 @@ def cases(tiny: bool) -> list[dict]:
     g = torch.Generator().manual_seed(0)
 
     def rand(*shape):
-        return torch.randn(*shape, generator=g).to(dev, dt)
+        return randn(g, *shape)
 
     # Qwen3-0.6B (or a tiny stand-in in CPU mode)
     H, I, V, Hq, Hkv, D = (64, 128, 512, 4, 2, 16) if tiny else (1024, 3072, 151936, 16, 8, 128)
@@ -113,30 +113,29 @@ def gemv_configs(M: int = 1, tiny: bool = False) -> list:
 def gemv_sweep(tiny: bool, rounds: int | None = None):
     """Rank gemv configurations by one GPU time each, then the best three and the default in rounds."""
     import pandas as pd
+    import torch
     import torch.nn.functional as F
 
     import helpers
     import kernels
     from kernels.gemv import gemv_config
 
-    g = torch_generator()
+    g = torch.Generator().manual_seed(0)
     shapes = {"lm_head": (96, 32), "gate,up fused": (64, 32)} if tiny else {
         "lm_head": (151936, 1024), "gate,up fused": (6144, 1024)}
-    timer = helpers.gpu_ms_per_call if helpers.HAS_GPU else (lambda fn: helpers.host_ms_per_call(fn, repeats=1))
     rows = []
     for what, (n, k) in shapes.items():
-        x = rand(g, (1, k))
-        w = rand(g, (n, k))
+        x, w = randn(g, 1, k), randn(g, n, k)
         default = gemv_config(1, n, k)
-        ranked = sorted(((timer(lambda c=c: kernels.gemv(x, w, config=c)), c) for c in gemv_configs(1, tiny)),
-                        key=lambda tc: tc[0])
+        ranked = sorted(((helpers.ms_per_call(lambda c=c: kernels.gemv(x, w, config=c)), c)
+                         for c in gemv_configs(1, tiny)), key=lambda tc: tc[0])
         finalists = {c.name: c for _, c in ranked[:3]}
         finalists.setdefault(default.name, default)
         comparison = helpers.compare_calls({name: (lambda c=c: kernels.gemv(x, w, config=c))
                                             for name, c in finalists.items()}, lambda: F.linear(x, w), rounds=rounds)
         once = {c.name: ms for ms, c in ranked}
         if default.name not in once:  # gemv_config's choice may lie outside the grid
-            once[default.name] = timer(lambda: kernels.gemv(x, w, config=default))
+            once[default.name] = helpers.ms_per_call(lambda: kernels.gemv(x, w, config=default))
         for name in finalists:
             r = comparison.ratios[name]
             ms = comparison.ms[name]
@@ -149,13 +148,8 @@ def gemv_sweep(tiny: bool, rounds: int | None = None):
     return pd.DataFrame(rows)
 
 
-def torch_generator():
-    import torch
-
-    return torch.Generator().manual_seed(0)
-
-
-def rand(g, shape):
+def randn(g, *shape):
+    """Fresh random numbers from generator ``g``, on the harness's device and dtype."""
     import torch
 
     import helpers
