@@ -88,6 +88,7 @@ def pin_cpus(spec: str | None) -> set[int] | None:
     if not cpus <= available:
         raise ValueError(f"SLOWER_PIN_CPUS={spec!r} names cores this process cannot use; it may use {sorted(available)}")
     os.sched_setaffinity(0, cpus)
+    torch.set_num_threads(len(cpus))  # PyTorch's CPU thread pool, pinned too: one thread per core, never more
     return cpus
 
 
@@ -570,9 +571,11 @@ def _fast_attention(module, query, key, value, attention_mask, scaling=None, dro
     Without a mask (an unpadded prefill, or decode over every cached key) plain causality holds. With an
     sdpa-style boolean mask at batch size 1, a decode step's visible keys are a prefix of the cache (a
     static cache longer than what is written): their count is summed from the mask ON the device and read
-    by the kernel, so nothing syncs and the step can be captured in a CUDA graph. A prefill with a mask
-    (the first chunk into a static cache) attends causally to the first S keys. Anything else (padding,
-    batches) is refused rather than silently wrong.
+    by the kernel, so nothing syncs and the step can be captured in a CUDA graph. A prefill into an empty
+    static cache attends causally to the first S keys, the prompt's; the rest of the cache is not written
+    yet. transformers drops the mask for that prefill too (its SDPA path aligns ``is_causal`` to the upper
+    left, where those keys come first), so more keys than queries with no mask means the same. Anything
+    else (padding, batches) is refused rather than silently wrong.
     """
     scale = scaling if scaling is not None else query.shape[-1] ** -0.5
     S = query.shape[-2]
@@ -583,7 +586,7 @@ def _fast_attention(module, query, key, value, attention_mask, scaling=None, dro
         kv_len = None if attention_mask is None else attention_mask[0, 0, -1, : key.shape[-2]].sum()
         out = kernels.decode_attention(query, key, value, scale=scale, kv_len=kv_len)
     else:
-        if attention_mask is not None:  # the prompt into an empty static cache: its keys come first
+        if attention_mask is not None or key.shape[-2] > S:  # the prompt into an empty static cache: its keys first
             key, value = key[:, :, :S], value[:, :, :S]
         out = kernels.prefill_attention(query, key, value, scale=scale, causal=True)
     return out.transpose(1, 2).contiguous(), None

@@ -305,9 +305,11 @@ print("kernels per call:", helpers.launch_note("call"))
 # - a **one-element PyTorch op** (`x.add_(1)` on a one-element tensor): PyTorch's dispatcher and the CUDA
 #   launch, with no work worth the name.
 #
-# Every kernel pays its launch price before it runs. The later chapters use these two numbers: chapter 8's
-# launch-budget model reads them to predict the wall time per token of each configuration from how many
-# kernels (PyTorch's and ours) one token launches.
+# Every kernel pays its launch price before it runs. The later chapters use these two numbers: chapter 3
+# prices the launches of its RMSNorm swap with them before measuring it, and chapter 8 sets them beside the
+# prices its launch-budget model finds inside `generate()`. Each is one host reading (the median of a few
+# synchronised loops, no rounds), so a small difference between the two is read against how far single
+# host readings move, never as a finding of its own.
 
 # %%
 prices = helpers.launch_prices()
@@ -366,24 +368,73 @@ def launch_bound_readings(version) -> list:
     return [times_us(size, version)[0] for size in measured if regime(*times_us(size, version)) == "launch-bound"]
 
 
+PRICE_US = {OURS: prices.triton_us, TORCH: prices.torch_us}  # each version's empty launch, host clock
+WHO = {OURS: "ours", TORCH: "`torch.add`"}  # the versions as the prose names them
+
+
+def and_list(items) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    items = list(items)
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def scatter(readings_us) -> float:
+    """How far single host readings of one call moved across its launch-bound sizes (highest minus lowest, µs):
+    this chapter's measure of the host's variation between readings (0 with fewer than two)."""
+    return max(readings_us) - min(readings_us) if len(readings_us) > 1 else 0.0
+
+
 def against_price(name, reading_us, price_us, readings_us, on_top) -> str:
-    """How one host reading of a call stands against its empty launch's price, read against the spread of that
-    call's own readings at its launch-bound sizes (single readings all: an order inside that spread is no finding)."""
-    text = (f"{name} at {num(reading_us)} µs per call is {'above' if reading_us > price_us else 'below'} the "
-            f"{num(price_us)} µs of its empty launch")
+    """One host reading of a call against its empty launch's price, both single readings, the difference read
+    against the spread of that call's own readings at its launch-bound sizes (``scatter``): a difference
+    inside that spread is no finding."""
+    diff = reading_us - price_us
+    text = (f"{name}: {num(reading_us)} µs per call against {num(price_us)} µs for its empty launch, "
+            f"{num(abs(diff))} µs {'more' if diff > 0 else 'less'}, both single readings")
     if len(readings_us) < 2:
-        return text + " (one reading of each, so the order is no finding). "
-    lo, hi = min(readings_us), max(readings_us)
-    span = f"{num(lo)} to {num(hi)} µs at its {len(readings_us)} launch-bound sizes"
-    if lo <= price_us <= hi:
-        return text + (f", but that price lies inside the range of its own host readings ({span}): single "
-                       "readings of this clock differ that much from one measurement to the next, so the order of "
-                       "the two is no finding. ")
-    if price_us < lo:
-        return text + f"; that price lies below every one of its own host readings ({span}): {on_top} comes on top. "
-    return text + (f"; that price lies above every one of its own host readings ({span}), though the empty launch does "
-                   f"less: the two loops differ ({prices.calls:,} calls per loop against {HOST_CALLS}, another "
-                   "call, another moment), and this chapter does not separate those causes. ")
+        return text + ("; with no second launch-bound reading of the call to say how far one moves, the difference "
+                       "is no finding. ")
+    spread_us = scatter(readings_us)
+    span = (f"{num(spread_us)} µs ({num(min(readings_us))} to {num(max(readings_us))} µs at its "
+            f"{len(readings_us)} launch-bound sizes)")
+    if abs(diff) <= spread_us:
+        return text + (f". The call's own single readings, where it is launch-bound, spread over {span}: a "
+                       f"difference of {num(abs(diff))} µs is inside that variation of the host, so it is no finding "
+                       "either way. ")
+    if diff > 0:
+        return text + (f"; the difference is larger than the spread of the call's own single readings, {span}: "
+                       f"{on_top} comes on top of the launch. ")
+    return text + (f"; the difference is larger than the spread of the call's own single readings, {span}. The "
+                   f"two readings come from different loops ({prices.calls:,} calls against {HOST_CALLS}) at "
+                   "different moments, and this chapter reads no property of either call into the order. ")
+
+
+def prices_against_each_other() -> str:
+    """The two empty-launch prices side by side: single readings, their difference read against the spread of
+    each version's launch-bound readings (the larger of the two), never as a finding of its own."""
+    diff = prices.triton_us - prices.torch_us
+    spread_us = max(scatter(launch_bound_readings(v)) for v in (OURS, TORCH))
+    text = (f"The two prices differ by {num(abs(diff))} µs (the empty Triton launch "
+            f"{'above' if diff > 0 else 'below'} the one-element PyTorch op), one reading each. ")
+    if spread_us == 0.0:
+        return text + "This run has no spread of readings to set that against, so the order is no finding. "
+    if abs(diff) <= spread_us:
+        return text + (f"Single readings of one launch-bound call moved by up to {num(spread_us)} µs across this "
+                       f"chapter's sweep: a difference of {num(abs(diff))} µs is inside the host's variation, so "
+                       "this chapter calls neither launch the dearer. ")
+    return text + (f"That is more than single readings of one launch-bound call moved across this chapter's sweep "
+                   f"(up to {num(spread_us)} µs), so on this host the "
+                   f"{'Triton launch' if diff > 0 else 'PyTorch op'} cost more, by one reading of each. ")
+
+
+def raised(version) -> dict:
+    """size -> (host µs, GPU µs) of the launch-bound readings of ``version`` more than ``helpers.PREDICTION_BAR``
+    above its lowest launch-bound reading: where the flat launch price the sweep predicts did not hold."""
+    bound = {size: times_us(size, version) for size in measured if regime(*times_us(size, version)) == "launch-bound"}
+    if len(bound) < 2:
+        return {}
+    lowest = min(h for h, _ in bound.values())
+    return {size: t for size, t in bound.items() if t[0] > lowest * (1 + helpers.PREDICTION_BAR)}
 
 
 def bandwidth_reading(size, ms_ours, ms_torch) -> str:
@@ -426,7 +477,7 @@ if not helpers.HAS_GPU:
             f"{gpu_ratio.median:.2f}, {spread_text}). That compares numpy interpreting our kernel with PyTorch's "
             "compiled CPU code, so only the method carries over, not the ratio. " + prices_text + ": the first is "
             "the interpreter's price, the second a CPU op's, and neither is a GPU launch. A GPU run measures the "
-            "real prices, the ones chapter 8 uses.")
+            "real prices, the ones chapters 3 and 8 use.")
 else:
     g_ours, g_torch = us(kernel_ms[OURS]), us(kernel_ms[TORCH])
     pace = {OURS: regime(h_ours, g_ours), TORCH: regime(h_torch, g_torch)}
@@ -445,10 +496,15 @@ else:
             + (f"both calls are {pace[OURS]}" if pace[OURS] == pace[TORCH] else
                f"ours is {pace[OURS]} and `torch.add` {pace[TORCH]}") + f" ({REGIME_RULE}). "
             + prices_text + f" (one reading each, the median of {PRICE_LOOPS} loops of {prices.calls:,} calls). "
+            + prices_against_each_other()
             + against_price("Ours", h_ours, prices.triton_us, launch_bound_readings(OURS),
                             "the launcher's own work (checking both inputs, allocating the output)")
             + against_price("`torch.add`", h_torch, prices.torch_us, launch_bound_readings(TORCH),
                             "the op's own work (allocating the output)")
+            + (f"At this size the host readings of {and_list(WHO[v] for v in (OURS, TORCH) if n in raised(v))} "
+               f"sit more than {100 * helpers.PREDICTION_BAR:.0f}% above their lowest launch-bound readings: "
+               "the sweep below reads that step from the two clocks. "
+               if any(n in raised(v) for v in (OURS, TORCH)) else "")
             + ("So at this size the launch, not the GPU's work, sets the pace of back-to-back calls of both: "
                "the host-time ratio is a ratio of launch costs."
                if set(pace.values()) == {"launch-bound"} else
@@ -503,8 +559,11 @@ helpers.md(text)
 #
 # What we expect: for small vectors the bytes are negligible. The GPU time sits at a floor of its own
 # (even an almost empty kernel keeps the GPU busy for a moment), and the host time per call at the price
-# of a launch, far above it: the calls are **launch-bound**. For large vectors the time grows in
-# proportion to $n$ on both clocks and the host ends up waiting for the GPU. The bandwidth climbs with the
+# of a launch, far above it: the calls are **launch-bound**, and their host time should stay flat from size
+# to size (we hold each version's launch-bound readings to the series' prediction bar,
+# `helpers.PREDICTION_BAR`: within 20% of its lowest one). For large vectors the time grows in proportion
+# to $n$ on both clocks: once the GPU time exceeds the launch price, the host has to wait for the GPU, and
+# its time per call should follow the GPU time (again within the bar). The bandwidth climbs with the
 # size; while the working set fits in L2 it can exceed the main memory's nominal figure (the replayed call
 # reads from the cache), and only beyond L2 does it measure the main memory, levelling off near what that
 # can deliver. Where the regimes meet depends on the GPU and on the host: the faster the memory and the
@@ -593,12 +652,6 @@ def span(values) -> str:
     return num(lo) if num(lo) == num(hi) else f"{num(lo)} to {num(hi)}"
 
 
-def and_list(items) -> str:
-    """'a', 'a and b', 'a, b and c'."""
-    items = list(items)
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-
-
 def held_back(verdicts: dict) -> str:
     """size -> Verdict: the 'within noise' sizes grouped by the rule that held them back ('at 4K, 16K elements
     the ratio lies closer to 1 than the series' smallest real effect (5%)'), from ``Verdict.reason``."""
@@ -643,8 +696,76 @@ def memory_reading(sweep) -> str:
                    "both are still well below the memory's limit, so larger sizes might keep climbing.")
 
 
+def step_reading() -> str:
+    """The launch-bound host readings that stepped above a version's lowest one (``raised``), read from the two
+    clocks: where the GPU time stays below the launch price, the host does not wait for the GPU, so the GPU's
+    work cannot be what raised the host time."""
+    parts, below_price = [], set()
+    for version in (OURS, TORCH):
+        up = raised(version)
+        if not up:
+            continue
+        bound = launch_bound_readings(version)
+        low = min(bound)
+        low_size = next(size for size in measured if times_us(size, version)[0] == low)
+        gpu_low = times_us(low_size, version)[1]
+        sizes = sorted(up)
+        host_up = [up[size][0] for size in sizes]
+        gpu_up = [up[size][1] for size in sizes]
+        text = (f"at {size_list(sizes)} {WHO[version]} took {and_list(num(h) for h in host_up)} µs per call, "
+                + " to ".join(dict.fromkeys(f"{100 * (h / low - 1):.0f}" for h in (min(host_up), max(host_up))))
+                + "% above its lowest launch-bound reading "
+                f"({num(low)} µs at {size_list([low_size])}), while its GPU time there was "
+                f"{and_list(num(g) for g in gpu_up)} µs, "
+                + (f"at most {num(max(gpu_up) - gpu_low)} µs above" if max(gpu_up) > gpu_low else "no higher than")
+                + f" the {num(gpu_low)} µs at {size_list([low_size])}")
+        if all(g < PRICE_US[version] for g in gpu_up):
+            below_price.add(version)
+            text += f" and below its {num(PRICE_US[version])} µs launch price"
+        parts.append(text)
+    if not parts:
+        return (f"At every launch-bound size each call's host readings stay within "
+                f"{100 * helpers.PREDICTION_BAR:.0f}% of its lowest one: flat, as the launch price predicts. ")
+    text = (f"**A step in the launch-bound host times.** The flat launch price predicts the same host time at every "
+            f"launch-bound size; instead, {'; '.join(parts)}. ")
+    if below_price:
+        text += ("With a GPU time below the launch price, the GPU was done with each call long before the host "
+                 "could issue the next, so the host never waited for it there: the GPU's work cannot be what raised "
+                 f"the host time of {and_list(WHO[v] for v in (OURS, TORCH) if v in below_price)}; the host's own "
+                 "time per call rose. ")
+    if len(parts) == 2 and set(raised(OURS)) & set(raised(TORCH)):
+        text += ("Both versions' readings of one size are taken one right after the other, so a slow stretch of the "
+                 "host and host work that changes with the size would look alike here; single readings cannot "
+                 "tell them apart, and this chapter leaves the cause open. ")
+    return text
+
+
+def follows_gpu_reading() -> str:
+    """Where a version's GPU time exceeds its launch price: does the host time per call follow the GPU time
+    (within ``helpers.PREDICTION_BAR``), as it must once the host waits for the GPU?"""
+    parts = []
+    for version in (OURS, TORCH):
+        over = {size: times_us(size, version) for size in measured
+                if times_us(size, version)[1] > PRICE_US[version]}
+        if not over:
+            continue
+        pairs = and_list(f"{num(h)} µs of host time against {num(g)} µs of GPU time at {size_list([size])} "
+                         f"({h / g:.2f}x)" for size, (h, g) in over.items())
+        close = all(h / g - 1 <= helpers.PREDICTION_BAR for h, g in over.values())
+        parts.append(f"for {WHO[version]}, {pairs}: "
+                     + (f"within {100 * helpers.PREDICTION_BAR:.0f}% of the GPU time, so the host time followed it"
+                        if close else
+                        f"more than {100 * helpers.PREDICTION_BAR:.0f}% above the GPU time at least once, so the "
+                        "launch still shows through"))
+    if not parts:
+        return ("At no size of this sweep does the GPU time exceed the launch price, so the host never waits for "
+                "the GPU: larger vectors would be needed to see the host time follow the GPU time.\n\n")
+    return (f"Once the GPU time exceeds the launch price the host has to wait for the GPU: {'; '.join(parts)}.\n\n")
+
+
 def host_reading(sweep) -> str:
-    """The host-time paragraph: each size's regime, per version, and what the launch-bound readings say."""
+    """The host-time paragraph: each size's regime, per version, what the launch-bound readings say, where they
+    stepped up, and where the host time follows the GPU time."""
     regimes = {}
     for name, col in ((OURS, "triton"), (TORCH, "torch")):
         groups = {k: sweep.loc[sweep[f"{col}_regime"] == k, "n"] for k in ("launch-bound", "mixed", "GPU-bound")}
@@ -652,22 +773,19 @@ def host_reading(sweep) -> str:
     text = (f"**Host time** (each time {HOST_READING}, per size and version). Read from the two clocks at each size "
             f"({REGIME_RULE}), ours was {regimes[OURS]}; `torch.add` was {regimes[TORCH]}. ")
     readings = {name: launch_bound_readings(name) for name in (OURS, TORCH)}
-    priced = [f"{span(r)} µs ({'ours' if name == OURS else '`torch.add`'})" for name, r in readings.items() if r]
+    priced = [f"{span(r)} µs ({WHO[name]})" for name, r in readings.items() if r]
     if priced:
-        text += ("Where a call is launch-bound its host time prices the launch (Python, dispatch, driver), not the "
-                 f"bytes: there one call cost the host {' and '.join(priced)}, against {num(prices.triton_us)} µs "
-                 "for an empty "
-                 f"Triton launch and {num(prices.torch_us)} µs for a one-element PyTorch op. ")
+        text += ("Where a call is launch-bound its host time prices the launch and the host's work around it "
+                 f"(Python, dispatch, driver), not the bytes: there one call cost the host {' and '.join(priced)}, "
+                 f"against {num(prices.triton_us)} µs for an empty Triton launch and {num(prices.torch_us)} µs for a "
+                 "one-element PyTorch op. ")
     paired = both_launch_bound()
     if paired:
         text += (f"Where both are launch-bound ({len(paired)} sizes), the host-time ratio, ours over `torch.add`'s, "
-                 f"ran from {min(paired.values()):.2f} to {max(paired.values()):.2f}. ")
-    waiting = sweep.loc[(sweep["triton_regime"] == "GPU-bound") & (sweep["torch_regime"] == "GPU-bound"), "n"]
-    text += (f"At {size_list(waiting)} both calls are GPU-bound: the host waits for the GPU, and both clocks read "
-             "the bytes.\n\n" if len(waiting) else
-             "At no size of this sweep are both calls GPU-bound: larger vectors would be needed to see the host "
-             "wait for the GPU.\n\n")
-    return text
+                 f"ran from {min(paired.values()):.2f} to {max(paired.values()):.2f}.\n\n")
+    else:
+        text += "\n\n"
+    return text + step_reading() + follows_gpu_reading()
 
 
 first, last = sweep.iloc[0], sweep.iloc[-1]

@@ -65,6 +65,7 @@ colab_setup.prepare()
 
 # %%
 import inspect
+import statistics
 
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -428,15 +429,17 @@ def read_one_size(knob, what):
 
 
 def tally(found, larger, cost):
-    """What one-size verdicts say together, e.g. 'Every taller tile was slower, the rest held equal: ...'."""
+    """What one-size verdicts say together, e.g. 'The taller tile was slower, the rest held equal: in this pair,
+    ...'. The words stay with the pairs: tiles that differ in several sizes are read elsewhere."""
     slower = sum(v.real and v.ratio > 1 for v in found)
     faster = sum(v.real and v.ratio < 1 for v in found)
     n = len(found)
     each = f"The {larger} tile was" if n == 1 else f"Every {larger} tile was"
+    where = "in this pair" if n == 1 else f"in these {n} pairs"
     if slower == n:
-        return f"{each} slower, the rest held equal: {cost} costs time on this GPU. "
+        return f"{each} slower, the rest held equal: {where}, {cost} cost time. "
     if faster == n:
-        return f"{each} faster, the rest held equal: {cost} is not what limits this kernel here. "
+        return f"{each} faster, the rest held equal: {where}, {cost} did not cost time. "
     if slower == faster == 0:
         return f"With the rest held equal, {cost} made no difference this run can tell. "
     counts = [f"{word} in {k}" for word, k in (("slower", slower), ("faster", faster),
@@ -455,6 +458,37 @@ def differ_in(a, b):
         return f"The fastest and the slowest tile differ in {knobs[0]} alone."
     return (f"The fastest and the slowest tile differ in {', '.join(knobs[:-1])} and {knobs[-1]} at once, so "
             "their gap is not any one size's doing.")
+
+
+def read_grid_across(best_name):
+    """Does the whole sweep follow the grid? The fastest tile's program count against every other tile's, round by
+    round against the A/A floor, and the tiles that share its grid: a sentence."""
+    p_best = programs[best_name]
+    v = {t: helpers.verdict(per_round(t, best_name), floor_decode) for t in programs.index if t != best_name}
+    more = [t for t in v if programs[t] > p_best]
+    fewer = [t for t in v if programs[t] < p_best]
+    same = [t for t in v if programs[t] == p_best]
+    rank = ("the fewest of the sweep" if not fewer else "the most of the sweep" if not more else
+            f"between the sweep's fewest ({programs.min()}) and most ({programs.max()})")
+    text = (f"Across the whole sweep, the fastest tile {best_name} launches {p_best} programs, {rank}"
+            + (f" (shared with {', '.join(same)})" if same else "") + ". ")
+    for group, word in ((more, "more"), (fewer, "fewer")):
+        if group:
+            n = len(group)
+            slower = sum(v[t].real and v[t].ratio > 1 for t in group)
+            faster = sum(v[t].real and v[t].ratio < 1 for t in group)  # possible: a median of ratios, not of times
+            counts = [f"{k} {what}" for k, what in ((slower, "slower than it"), (faster, "faster than it"),
+                                                    (n - slower - faster, "within noise of it")) if k]
+            text += (f"Tiles with {word} programs than it ({n}): "
+                     + (f"{'the one' if n == 1 else f'all {n}'} slower than it" if slower == n else ", ".join(counts))
+                     + ", round by round. ")
+    if same:
+        slowest = max(same, key=lambda t: sweep.ms[t])
+        text += (f"With the grid held at {p_best} programs, the slowest of those tiles, {slowest}, took "
+                 f"{sweep.ms[slowest]:.4f} {SHORT} ms against {sweep.ms[best_name]:.4f}: round by round, **"
+                 + (f"{v[slowest].text}**, so at one grid size the other sizes decided. " if v[slowest].real else
+                    f"within noise** ({v[slowest].reason}). "))
+    return text
 
 
 def describe(row):
@@ -493,9 +527,20 @@ if sms:  # one program runs on one multiprocessor: a grid of fewer programs leav
 text += width
 if helpers.HAS_GPU and width_v:
     text += tally(width_v, "wider", "a grid of fewer, larger programs")
+if helpers.HAS_GPU:  # the pairs hold the rest equal; the sweep as a whole does not, and may point elsewhere
+    text += read_grid_across(best["tile"])
     wide = [large.name for _, large in one_size_pairs("block_n")]
-    if sms and all(v.real and v.ratio > 1 for v in width_v) and all(programs[t] < sms for t in wide):
-        text += "That is what multiprocessors left without a program would predict. "
+    pairs_say_fewer_cost = bool(width_v) and all(v.real and v.ratio > 1 for v in width_v)
+    best_has_fewest = programs[best["tile"]] == programs.min()
+    if sms and pairs_say_fewer_cost and all(programs[t] < sms for t in wide):
+        text += ("Multiprocessors left without a program would predict the one-size result"
+                 + ("; they would also make the tiles with the fewest programs the slowest, and the fastest tile "
+                    "is one of them: across tiles that differ in several sizes, the grid did not decide the "
+                    "ranking, and this sweep cannot say which of the other sizes did. " if best_has_fewest else
+                    ". "))
+    elif pairs_say_fewer_cost and best_has_fewest:
+        text += ("The one-size pair and the sweep point different ways: with the rest held equal fewer programs "
+                 "cost time, yet the fastest tile has the fewest; the other sizes it differs in outweighed the grid. ")
 text += "\n\n"
 text += f"The fastest tile is {against(best_v, 'PyTorch')} at this shape"
 if helpers.MODE == "cpu":
@@ -640,7 +685,13 @@ helpers.record("matmul.tps_all_proj_rmsnorm", tps[LAST], "tokens/s",
                f"all projections incl. lm_head + two-pass RMSNorm; {rounds_note}")
 helpers.record("matmul.launches_per_token_all_proj_rmsnorm", profiles[LAST].launches, "launches",
                helpers.launch_note() + ", all projections + two-pass RMSNorm")
-helpers.show(comparison.table().round(3))
+RATIO_COLUMNS = ["time ratio to original (median)", "quartiles", "verdict"]  # what every reading below reads
+print(f"time ratio: each round's generation time over the original's in the same round, median and quartiles over "
+      f"the {len(comparison.orders)} rounds (the verdicts read it, against the A/A floor); tokens/s: new tokens over "
+      "the generation time, each configuration's own median over the rounds. Different statistics: the host drifts "
+      "between rounds, and only the per-round ratio cancels the drift, so the original's tokens/s over a step's need "
+      "not equal the step's median ratio.")
+helpers.show(comparison.table().set_index("configuration")[[*RATIO_COLUMNS, "tokens/s (median)"]].round(3))
 
 orig = profiles[helpers.ORIGINAL]
 predicted, budgets = {}, {}
@@ -669,23 +720,29 @@ helpers.show(pd.DataFrame(per_token).fillna("").set_index("configuration"))
 
 # %%
 order = [helpers.ORIGINAL_AGAIN, *STEPS]
-short = {helpers.ORIGINAL_AGAIN: "original\n(again)", "attention proj": "attn proj",
+short = {helpers.ORIGINAL_AGAIN: "original again\n(A/A floor)", "attention proj": "attn proj",
          "attention + MLP proj": "+ MLP proj", "all proj + RMSNorm": "+ lm_head\n+ RMSNorm"}
-fig, (ax_tps, ax_r) = plt.subplots(1, 2, figsize=(11, 4))
+floor = comparison.floor  # the original against itself, in the same rounds
+fig, (ax_tps, ax_r) = plt.subplots(1, 2, figsize=(11, 5))
 ax_tps.bar(["original", *(short[s] for s in STEPS)], [tps[helpers.ORIGINAL], *(tps[s] for s in STEPS)],
            color="tab:blue")
-ax_tps.set(ylabel=f"tokens/s (median of {len(comparison.orders)} rounds)",
+ax_tps.set(ylabel=(f"tokens/s (each configuration's own median\n"
+                   f"of {len(comparison.orders)} rounds: not the ratios' statistic)"),
            title="How many tokens per second after each swap?")
 med = [comparison.ratios[s].median for s in order]
 err = [[m - comparison.ratios[s].low for s, m in zip(order, med)],
        [comparison.ratios[s].high - m for s, m in zip(order, med)]]
 ax_r.bar([short[s] for s in order], med, yerr=err, capsize=4,
          color=["tab:gray" if s == helpers.ORIGINAL_AGAIN else "tab:orange" for s in order])
-lo, hi, band_label = noise_band(comparison.floor)  # helpers.verdict: real above hi or below lo
+lo, hi, band_label = noise_band(floor)  # helpers.verdict: real above hi or below lo
 ax_r.axhspan(lo, hi, color="tab:gray", alpha=0.2, label=band_label)
-ax_r.axhline(1.0, color="black", lw=0.8)
-ax_r.set(ylabel="generation time / original's (median, quartiles)", title="How much slower is each step?")
-ax_r.legend(fontsize=8)
+ax_r.axhline(floor.median, color="tab:gray", ls="--", lw=1.2,
+             label=f"A/A floor (original against itself, grey bar): median {floor.median:.3f}, "
+                   f"quartiles {floor.low:.2f}-{floor.high:.2f}")
+ax_r.axhline(1.0, color="black", lw=0.8, label="1: as fast as the original")
+ax_r.set(ylabel="generation time / original's\n(median of per-round ratios, quartiles)",
+         title="How much slower is each step?")
+ax_r.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.18), frameon=False)  # below the axes, off the bars
 for ax in (ax_tps, ax_r):
     ax.grid(True, axis="y", alpha=0.3)
 fig.suptitle(f"{description}; {helpers.env_info()['gpu']} ({helpers.MODE} mode)", fontsize=9)
@@ -694,24 +751,76 @@ helpers.save_figure(fig, "matmul_model_steps")
 plt.show()
 
 # %%
-floor = comparison.floor
-
-
 def direction(v):
     return "no change" if not v.real else "slower" if v.ratio > 1 else "faster"
 
 
 def step(name):
+    """A step's verdict, from its per-round time ratios to the original; its tokens/s median beside it."""
     r, v = comparison.ratios[name], verdicts[name]
-    return f"**{tps[name]:.2f}** (time ratio {r.median:.2f}, quartiles {r.low:.2f}-{r.high:.2f}: **{v.text}**)"
+    return (f"**{v.text}** (time ratio {r.median:.2f}, quartiles {r.low:.2f}-{r.high:.2f}; "
+            f"{tps[name]:.2f} tokens/s)")
 
 
+def read_bias(errors):
+    """The signs of the budget's errors (predicted / measured - 1, by step) read together: biased, or not."""
+    med = 100 * statistics.median(errors.values())
+    signs = {e < 0 for e in errors.values()}
+    n = len(errors)
+    if signs == {True}:
+        return (f"**All {n} predictions fell under their measurements** (median error {med:+.1f}%): the budget is "
+                "biased low, so the model spends host time per token that it does not count. The additive form "
+                "already puts the whole GPU-busy time on top of the host's, the pessimistic side (any overlap would "
+                "lower the prediction further), so the missing time is host work the prices leave out. One place it "
+                "can hide is around our launches: their price comes from a loop of bare `kernels.matmul` calls, while "
+                "in the model each launch also runs its module's `forward` (and, for a projection, "
+                "`kernels.linear`'s checks and reshapes): Python the loop never runs; the budget also keeps "
+                "PyTorch's launches at the original's price. ")
+    if signs == {False}:
+        return (f"**All {n} predictions came out above their measurements** (median error {med:+.1f}%): the budget "
+                "is biased high, so it counts time the model does not spend: part of the GPU-busy time may hide "
+                "behind the host's launching (the additive form puts all of it on top), or a launch costs less "
+                "inside `generate()` than in a loop of calls on their own. ")
+    return (f"The errors have no common sign ({', '.join(f'{100 * e:+.1f}%' for e in errors.values())}; median "
+            f"{med:+.1f}%): no bias in one direction shows. ")
+
+
+def over_previous(name, before):
+    """A step's generation time over the step before it, round by round (both ran in every round)."""
+    return helpers.Ratio.of([t / b for t, b in zip(comparison.seconds[name], comparison.seconds[before])])
+
+
+def read_two_statistics():
+    """Tokens/s medians against median ratios: what each is, and whether they rank the steps alike."""
+    by_ratio = sorted(STEPS, key=lambda s: comparison.ratios[s].median)  # fastest step first
+    by_tps = sorted(STEPS, key=lambda s: -tps[s])
+    of_medians = ", ".join(f"{tps[helpers.ORIGINAL] / tps[s]:.2f}" for s in STEPS)
+    of_ratios = ", ".join(f"{comparison.ratios[s].median:.2f}" for s in STEPS)
+    text = (f"The tokens/s in brackets are each configuration's own median over the rounds (the original "
+            f"{tps[helpers.ORIGINAL]:.2f}, its second copy {tps[helpers.ORIGINAL_AGAIN]:.2f}), while each time ratio "
+            "is the median of per-round ratios against the original of the same round, which cancels the host's "
+            "drift between rounds. They are different statistics: the original's median tokens/s over each step's "
+            f"gives {of_medians} for the three steps, against median ratios of {of_ratios}. ")
+    if by_ratio == by_tps:
+        return text + "Here both rank the steps the same way; the verdicts read the ratios.\n\n"
+    return (text + "Here they even rank the steps differently (fastest first, by tokens/s medians: "
+            f"{', '.join(by_tps)}; by median ratios: {', '.join(by_ratio)}): the ratios, paired round by round, "
+            "are the measurement, and the verdicts read them.\n\n")
+
+
+mlp_over_attn = over_previous("attention + MLP proj", "attention proj")
+mlp_v = helpers.verdict(mlp_over_attn, floor)
 text = (
-    f"Over {len(comparison.orders)} shuffled rounds the original model ran at a median **"
-    f"{tps[helpers.ORIGINAL]:.2f} tokens/s**, and the original against itself gave a time ratio of "
-    f"{floor.median:.3f} ({floor.low:.2f}-{floor.high:.2f}): the run's noise floor. With the {4 * L} attention "
-    f"projections on our matmul: {step('attention proj')}; with the {3 * L} MLP projections too: "
-    f"{step('attention + MLP proj')}; with `lm_head` and the two-pass RMSNorms on top: {step(LAST)}.\n\n"
+    f"Over {len(comparison.orders)} shuffled rounds the original against itself gave a time ratio of "
+    f"{floor.median:.3f} ({floor.low:.2f}-{floor.high:.2f}): the run's noise floor. Round by round against the "
+    f"original: with the {4 * L} attention projections on our matmul, {step('attention proj')}; with the "
+    f"{3 * L} MLP projections too, {step('attention + MLP proj')}; with `lm_head` and the two-pass RMSNorms on "
+    f"top, {step(LAST)}. The MLP step over the attention step, round by round: {mlp_over_attn.median:.2f} "
+    f"({mlp_over_attn.low:.2f}-{mlp_over_attn.high:.2f}), **{mlp_v.text}**"
+    + (f" ({mlp_v.reason}): adding the {3 * L} MLP projections made no difference this run can tell. "
+       if not mlp_v.real else f": adding the {3 * L} MLP projections made the model {direction(mlp_v)} than the "
+       "attention step alone. ")
+    + "\n\n" + read_two_statistics()
 )
 if predicted:
     hits = [n for n in STEPS if abs(predicted[n] / profiles[n].wall_ms_per_token - 1) <= PREDICTION_BAR]
@@ -721,7 +830,8 @@ if predicted:
         parts.append(f"{name}: {pred:.2f} predicted against {p.wall_ms_per_token:.2f} measured "
                      f"({off_by(pred, p.wall_ms_per_token)})")
     text += ("**The prediction.** Per decoded token, in wall ms: " + "; ".join(parts) + f". The budget "
-             f"predicted {len(hits)} of the {len(STEPS)} steps within {100 * PREDICTION_BAR:.0f}%. ")
+             f"predicted {len(hits)} of the {len(STEPS)} steps within {100 * PREDICTION_BAR:.0f}%. "
+             + read_bias({n: predicted[n] / profiles[n].wall_ms_per_token - 1 for n in STEPS}))
     # every error beyond the smallest effect the series calls real (5%) is explained with the price it implies
     for name in [n for n in STEPS if abs(predicted[n] / profiles[n].wall_ms_per_token - 1) > helpers.MIN_EFFECT]:
         p, b = profiles[name], budgets[name]
@@ -764,7 +874,7 @@ if orig.launches_per_token is not None:
            "changed the number of launches too, not only what each costs. ")
     )
 # the last step against the one before, round by round (both timed in every round)
-last = helpers.Ratio.of([t / b for t, b in zip(comparison.seconds[LAST], comparison.seconds["attention + MLP proj"])])
+last = over_previous(LAST, "attention + MLP proj")
 last_v = helpers.verdict(last, floor)
 text += (f"The last step's generation time over the step before it, round by round, had a median of "
          f"{last.median:.2f} ({last.low:.2f}-{last.high:.2f}): **{last_v.text}**. ")
@@ -829,11 +939,15 @@ helpers.show(helpers.compare("matmul.").astype(object).fillna("-"))  # "-": not 
 # - Checked against PyTorch it agrees to within rounding; how it compares with cuBLAS in time depends on
 #   the shape, the GPU and the clock, and the timings above are your hardware's answer.
 # - The tile shape changes the GPU time of the very same computation: at one row, most of a tall tile is
-#   padding, and the grid's number of programs decides how much of the GPU takes part. Whether two tiles
-#   differ is for rounds against a noise floor to say: a microsecond kernel moves from replay to replay.
+#   padding, and the grid's number of programs sets how many multiprocessors can take part. Whether two
+#   tiles differ is for rounds against a noise floor to say (a microsecond kernel moves from replay to
+#   replay), and which size made the difference only pairs of tiles that differ in that size alone can say:
+#   a ranking of tiles that differ in several sizes at once pins its gaps on none of them.
 # - In the model, each projection is one launch before the swap and one after, so the count of launches
 #   is not where a projection swap can cost; what each launch costs is. The launch budget turns the prices
-#   and counts into a prediction of the wall ms per decoded token, and the interleaved comparison with its
-#   A/A floor says whether each step's cost stands out of the machine's noise.
+#   and counts into a prediction of the wall ms per decoded token; when its errors all share a sign, it
+#   leaves out (or counts twice) some cost, and the reading above says which way it leans.
+# - A step's cost is read from its per-round time ratios against the original, with the A/A floor beside
+#   them; the tokens/s medians are another statistic, and can even rank the steps differently.
 #
 # Next, in chapter 5, attention itself.

@@ -33,8 +33,8 @@
 #
 # The model still computes the same mathematical function. What changes is how the work is cut into
 # kernels, and so how many launches each token costs and how many bytes travel between them. At full
-# size the chapter also makes the longest generation of the series (`SIZES.new_tokens_full_stack` new
-# tokens per model, once each): not to time it, but to see where the two models' outputs part ways.
+# size the chapter also makes one long generation per model (`SIZES.new_tokens_full_stack` new tokens,
+# once each): not to time it, but to see where the two models' outputs part ways.
 
 # %%
 # Setup: find the repository (or fetch it on a fresh Colab runtime), install what is missing.
@@ -144,9 +144,10 @@ print(f"predicted rise of all launches per token: about the attention loop's 3 x
 # %% [markdown]
 # ## Measure: how much slower?
 #
-# One pair of runs cannot say how much slower the custom stack is: on a busy host, tokens/s moves by tens
-# of percent from one run to the next. `helpers.compare_configs` runs `SIZES.rounds` rounds instead. Each
-# round times one greedy generation of `SIZES.new_tokens` new tokens from the same
+# One pair of runs cannot say how much slower the custom stack is: on a busy host, tokens/s can move by
+# tens of percent from one run to the next (the quartiles of the A/A floor below show how much the
+# original moved between rounds in yours). `helpers.compare_configs` runs `SIZES.rounds` rounds instead.
+# Each round times one greedy generation of `SIZES.new_tokens` new tokens from the same
 # `SIZES.prompt_len`-token prompt by the original, by the original again and by the all-custom model, in a
 # shuffled order, and divides each time by the original's time in the same round. The median of those
 # ratios is the slowdown. The original against itself (the A/A ratio) is this run's noise floor, and the
@@ -228,6 +229,39 @@ for name, p in profiles.items():
     if helpers.HAS_GPU:
         helpers.record(f"full.gpu_busy_ms_per_token_{name}", p.gpu_busy_ms_per_token, "ms",
                        "summed kernel time per decoded token (torch.profiler, after the rounds)")
+
+
+def read_between_processes(wall_ms, recorded):
+    """This chapter's wall ms per decoded token of the original beside chapter 1's (``recorded``: its row of the
+    results table, or None): the same model at the same sizes, measured in another process. The words come from
+    ``helpers.verdict`` of chapter 1's value over this one, with chapter 1's per-round quartiles where recorded."""
+    if recorded is None:
+        return ("Chapter 1 has not recorded the original's wall ms per decoded token on this machine "
+                "(`baseline.wall_ms_per_token`), so there is no other process to set this one beside.")
+    value, low, high = (float(recorded[c]) for c in ("value", "low", "high"))
+    spread = pd.notna(low) and pd.notna(high)  # NaN where chapter 1 recorded no quartiles
+    quotient = helpers.Ratio(value / wall_ms, low / wall_ms, high / wall_ms, []) if spread else value / wall_ms
+    v = helpers.verdict(quotient)
+    text = (f"Chapter 1 timed the same original model at the same prompt ({SIZES.prompt_len} tokens) and "
+            f"{SIZES.new_tokens} new tokens, in its own process: **{value:.2f} wall ms** per decoded token"
+            + (f" (quartiles of its rounds {low:.2f}-{high:.2f})" if spread else "")
+            + f", against **{wall_ms:.2f}** here. ")
+    if v.real:
+        text += (f"Chapter 1's is {abs(100 * (v.ratio - 1)):.0f}% {'higher' if v.ratio > 1 else 'lower'} "
+                 f"(beyond the series' {100 * v.noise:.0f}% noise threshold), though nothing in the model changed: "
+                 "this is the host's variation between processes (two notebooks, two Python processes, one "
+                 "after the other). At batch size 1 the host sets the pace, and its pace is not the same in every "
+                 "process. That is why every slowdown in this series is a ratio within one comparison's rounds, "
+                 "never a quotient of two chapters' numbers.")
+    else:
+        text += f"The two agree within the series' noise ({v.reason}): the host kept its pace between the processes."
+    return text
+
+
+recorded_rows = helpers.results()
+recorded_rows = recorded_rows[recorded_rows["id"] == "baseline.wall_ms_per_token"]
+helpers.md(read_between_processes(profile_original.wall_ms_per_token,
+                                  recorded_rows.iloc[0] if len(recorded_rows) else None))
 
 # %%
 fig, ax = plt.subplots(figsize=(6.5, 4))
@@ -385,8 +419,9 @@ helpers.md(
 # are nearly tied, a tiny difference in the logits can flip the pick, and from then on the two models
 # continue different texts. To find where, each model generates `SIZES.new_tokens_full_stack` new tokens
 # once, greedily, from the prompt above. These generations are not timed (the speed comes from the rounds
-# above); the custom model's is the longest generation of the series, so a progress bar counts its forward
-# passes, one per generated token.
+# above). The custom model's is the slowest generation of the series, so when you run the notebook
+# interactively a progress bar counts its forward passes, one per generated token (a run that stores its
+# outputs in the notebook, like the committed one, hides the bar).
 #
 # To see *why* they differ there, we run one forward pass of each model over the shared text up to that
 # step (prompt plus the tokens both agreed on) and look at the logits that chose the next token.
@@ -600,19 +635,24 @@ for k, v in orders.items():
 random_weights = "random" in description
 if random_weights:
     helpers.md(
-        f"**About this run's weights.** The model here has seeded random weights ({description}). Its speed "
-        "is the real model's speed: the kernels see the same shapes. Its text is meaningless, and nothing "
-        "makes one token a clear favourite: the median top-2 margin was "
-        f"{margins.median():.3g}. Where margins are that small, the first divergence says more about the random "
-        "weights than about our kernels. A trained model is usually more confident, so with the real weights "
-        "the streams tend to agree for longer."
+        f"**About this run's weights.** The model here has seeded random weights ({description}). "
+        + ("Its speed is the real model's speed: the kernels see the same shapes. " if helpers.MODE != "cpu" else
+           "In CPU mode it is also a tiny stand-in for the real architecture, so its times are the interpreter's "
+           "on small shapes. ")
+        + "Its text is meaningless, and whether and where the two streams split depends on how many near-ties "
+        f"these weights produce (the median top-2 margin above was {margins.median():.3g}), so the split, or its "
+        "absence, says more about the weights than about our kernels. "
+        "*An expectation, not a finding of this run:* a trained model usually puts a clearer favourite on top, "
+        "so with the real weights the streams may well agree for longer; only a run with the trained weights "
+        "can say."
     )
 else:
     helpers.md(
         f"**About this run's weights.** These are the trained weights ({description}), so the text is real and "
         f"the margins are those of a trained model (median top-2 margin {margins.median():.3g}). Without the "
-        "hub the series falls back to random weights: the speed stays the same, but random logits are nearly "
-        "flat, so near-ties, and with them early divergences, become more likely."
+        "hub the series falls back to seeded random weights: the speed stays the same, and the position of the "
+        "split changes with the weights' near-ties (*an expectation, not measured here:* random weights, with "
+        "no favourite token, would split earlier)."
     )
 
 # %% [markdown]
@@ -621,7 +661,9 @@ else:
 # - All RMSNorms, all projections and all attention modules can run on our own kernels, and the model
 #   still computes the same function to within rounding.
 # - Measure a slowdown as the median of interleaved rounds, next to the original measured against itself:
-#   a single pair of runs moves by tens of percent, and the A/A floor says how much of a ratio is noise.
+#   a single pair of runs can move by tens of percent, and the A/A floor says how much of a ratio is noise.
+#   Absolute times move between processes too (chapter 1's original against this chapter's, above), so
+#   compare configurations within one run's rounds.
 # - To explain a slowdown, put launches, GPU-busy time and wall time per token side by side: extra
 #   wall time that the GPU was not busy for is time spent waiting for the host to launch.
 # - Greedy decoding amplifies rounding differences: once a near-tie flips, the two models write different

@@ -18,17 +18,20 @@
 # - how much slower each swap made the model, and which differences stood out of the noise;
 # - what a *launch budget* is, and how well a model built from launch prices predicts the time per token
 #   of every configuration of the series;
+# - what each of chapter 9's fixes won back, set beside the slowdowns it undoes;
 # - the lessons of the series, each with the numbers and the verdicts that support it;
 # - where an optimiser would start, priced with the same model.
 
 # %% [markdown]
 # ## The idea
 #
-# Every earlier chapter recorded its measurements with `helpers.record` into a `results.csv` for the
-# hardware it ran on; each ratio was recorded with its quartiles and its verdict ("1.8x slower", or
-# "within noise" where the run could not tell the two apart). One file, `data/catalogue.csv`, lists every
-# result id with its chapter, label, unit and, where the blog gave one, the blog's value. This chapter
-# reads both, and puts three sources side by side:
+# This chapter is the summary of all the others. Every other chapter recorded its measurements with
+# `helpers.record` into a `results.csv` for the hardware it ran on, chapter 9 included: the series runs
+# chapter 9, which wins the speed back, before this one, so that the slowdowns and the fixes can be read
+# side by side here; each ratio was recorded with its quartiles and its verdict ("1.8x slower", or "within
+# noise" where the run could not tell the two apart). One file, `data/catalogue.csv`, lists every result
+# id with its chapter, label, unit and, where the blog gave one, the blog's value. This chapter reads
+# both, and puts three sources side by side:
 #
 # - **yours**: what the chapters recorded on this machine (`runs/<your GPU>/results.csv`);
 # - **H200**: the series' own run on an NVIDIA H200, committed in `figures/h200/results.csv`;
@@ -37,8 +40,8 @@
 # It also measures two things itself: one decode profile per configuration, for the launch-budget model,
 # and the headline ratios again (`helpers.reproduce`, the code behind `python tools/reproduce.py`).
 # On Colab each notebook opened from a badge gets a fresh machine, so the other chapters' results are
-# not there. The chapter still runs: it says what is missing, and its own measurements need no other
-# chapter.
+# not there. The chapter still runs: it says which chapters are missing (run chapter 9 first to see its
+# fixes here), and its own measurements need no other chapter.
 
 # %%
 # Setup: find the repository (or fetch it on a fresh Colab runtime), install what is missing.
@@ -63,13 +66,13 @@ colab_setup.prepare()
 
 # %%
 import re
+import statistics
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
-from matplotlib.patches import Patch
-from matplotlib.transforms import offset_copy
+from matplotlib.transforms import Bbox
 
 import helpers
 
@@ -85,6 +88,7 @@ CATALOGUE = helpers.catalogue()
 yours_table = helpers.results()
 h200_table = helpers.results(H200_DIR / "results.csv")
 CHAPTERS = {p: int(c.split()[0]) for p, c in helpers.CHAPTER_OF_PREFIX.items()}  # {"baseline": 1, ...}
+FIXES = "faster"  # the id prefix of chapter 9's results (data/catalogue.csv): the fixes, run before this chapter
 same_dir = helpers.RESULTS_DIR.resolve() == H200_DIR.resolve()
 
 
@@ -117,12 +121,17 @@ def chapters_in(table):
 
 
 present, absent = chapters_in(yours_table)
-text = f"**Yours** ({helpers.SLUG}, {helpers.MODE} mode): "
+text = (f"This chapter summarises the {len(CHAPTERS)} other chapters of the series. "
+        f"**Yours** ({helpers.SLUG}, {helpers.MODE} mode): ")
 text += (f"results from {', '.join(present)}. " if present else "no chapter has recorded results on this machine yet. ")
 if absent:
     text += (f"Missing: {', '.join(absent)}. On Colab each chapter runs on its own machine, so its results stay "
              "there; run the chapters one after another in the same runtime to gather them here. The measurements "
              "of this chapter need none of them. ")
+    if notebook_of(FIXES) in absent:
+        text += (f"Without {notebook_of(FIXES)}, the section on what each fix won back reads the committed H200 "
+                 "run where it has that chapter, and is skipped otherwise: run chapter 9 first (the series runs it "
+                 "before this chapter). ")
 h200_present, h200_absent = chapters_in(h200_table)
 if not len(h200_table):
     text += "**H200**: no committed results yet (`figures/h200/results.csv` is absent), so that column is empty. "
@@ -139,15 +148,15 @@ helpers.md(text)
 # %% [markdown]
 # ## One table for the whole series
 #
-# One row per result of chapters 1 to 7, in the catalogue's order, with the catalogue's label and unit;
-# ids with a part in braces (`context.{prompt}.ratio`) get one row per value recorded. Beside each value:
-# for a ratio, the quartiles of its rounds and its verdict, as the chapter recorded them, so that a
-# "within noise" travels with its number. Empty cells mean that source has no such number: the blog
-# reports only some of them, the H200 column holds what has been committed so far, and your column fills
-# as you run the chapters. Read the columns as separate stories: absolute numbers move between machines,
-# between two runs of the same GPU type, and even between the chapters of one run (each chapter is its own
-# process, and at batch size 1 the host's speed sets the pace), so compare ratios measured within one
-# comparison rather than raw numbers across chapters or columns.
+# One row per result of every other chapter (the ones listed above as present), in the catalogue's order,
+# with the catalogue's label and unit; ids with a part in braces (`context.{prompt}.ratio`) get one row
+# per value recorded. Beside each value: for a ratio, the quartiles of its rounds and its verdict, as the
+# chapter recorded them, so that a "within noise" travels with its number. Empty cells mean that source
+# has no such number: the blog reports only some of them, the H200 column holds what has been committed so
+# far, and your column fills as you run the chapters. Read the columns as separate stories: absolute
+# numbers move between machines, between two runs of the same GPU type, and even between the chapters of
+# one run (each chapter is its own process, and at batch size 1 the host's speed sets the pace), so
+# compare ratios measured within one comparison rather than raw numbers across chapters or columns.
 
 # %%
 def id_pattern(catalogued: str):
@@ -245,12 +254,48 @@ BAR = helpers.PREDICTION_BAR  # a prediction within 20% of the measured wall ms 
 YOURS = {"full": f"yours ({helpers.SLUG})", "quick": f"yours ({helpers.SLUG}, quick mode)",
          "cpu": "yours (CPU mode)"}[helpers.MODE]
 comparison, budget = None, None
+
+
+def per_round(comparison, name):
+    """``name``'s per-round time ratios to the original (the original's own: 1 in every round)."""
+    return comparison.ratios[name].values if name in comparison.ratios else [1.0] * len(comparison.orders)
+
+
+def read_orders(comparison, shown=6):
+    """The table's two statistics, and the pairs of configurations they rank in opposite orders, each pair
+    judged round by round (``helpers.verdict`` of the quotient of its per-round ratios, against the A/A floor)."""
+    tps = comparison.tokens_per_s
+    ratio = {name: statistics.median(per_round(comparison, name)) for name in tps}
+    names = list(tps)
+    crossed = [(a, b) for i, a in enumerate(names) for b in names[i + 1:]
+               if (tps[a] - tps[b]) * (ratio[a] - ratio[b]) > 0]  # more tokens/s, yet a larger time ratio
+    text = ("Two statistics, two columns. *tokens/s (median)* is the median of each configuration's own rounds; "
+            "the *time ratio* is the median of per-round ratios, each generation's time over the original's in the "
+            "same round, so the host's drift from round to round cancels out of it. The column *tokens/s at the "
+            "ratio* is the original's median tokens/s divided by the ratio: the ratio put back into tokens/s, ranked "
+            "as the ratios are. ")
+    if not crossed:
+        return text + "Here the two statistics rank the configurations the same way. The readings below use the ratios."
+    pairs = []
+    for a, b in crossed[:shown]:
+        quotient = [x / y for x, y in zip(per_round(comparison, a), per_round(comparison, b))]  # a over b, per round
+        v = helpers.verdict(helpers.Ratio.of(quotient), comparison.floor)
+        pairs.append(f"*{a}* against *{b}* ({tps[a]:.2f} against {tps[b]:.2f} tokens/s, but {ratio[a]:.3f}x against "
+                     f"{ratio[b]:.3f}x; round by round *{a}* was "
+                     + (f"{v.text} than *{b}*)" if v.real else f"within noise of *{b}*: {v.reason})"))
+    return (text + f"Here they rank {len(crossed)} pair{'s' if len(crossed) > 1 else ''} in opposite orders: "
+            + "; ".join(pairs) + (f"; and {len(crossed) - shown} more" if len(crossed) > shown else "")
+            + ". The readings below use the ratios and their verdicts, never the order of the tokens/s.")
+
+
 if REMEASURE:
     comparison = helpers.compare_configs(model, helpers.reproduce_configs(), tokenizer=tokenizer, profile=True)
     profiles = {name: comparison.profile(name) for name in comparison.counts}
-    helpers.show(comparison.table(per_token=True).round(3))
-    print("tokens/s: the median of each configuration's own rounds; time ratio: the median of per-round ratios "
-          "(each time over the original's in the same round), so the two need not divide into each other")
+    measured = comparison.table(per_token=True)
+    measured.insert(2, "tokens/s at the ratio (original's / ratio)",
+                    comparison.tokens_per_s[helpers.ORIGINAL] / measured["time ratio to original (median)"])
+    helpers.show(measured.round(3))
+    helpers.md(read_orders(comparison))
 del model  # the rest of the chapter reads the comparison and the tables
 
 # %% [markdown]
@@ -478,6 +523,63 @@ if REMEASURE:
                    "and judges the model.")
 
 # %%
+def label_points(ax, xy, texts, fontsize=7, marker_points=7):
+    """Write ``texts[i]`` beside the point ``xy[i]`` (data coordinates) without moving the point.
+
+    Each label tries a ring of offsets, nearest first, and keeps the best place: inside the axes and clear of every
+    marker and earlier label, nearer its own point than any other, with the line to its point passing no other
+    marker; failing that, clear with such a line drawn; failing that, clear; else the nearest place. A label away
+    from its point, or not nearest to it, is joined to it by a thin line. Crowded points are labelled first."""
+    fig = ax.figure
+    fig.canvas.draw()  # the axes' final size, ticks and limits
+    renderer = fig.canvas.get_renderer()
+    frame = ax.get_window_extent(renderer)
+    centres = ax.transData.transform(xy)  # pixels
+    px = fig.dpi / 72  # pixels per point
+    half = (marker_points / 2 + 1) * px  # a marker's half width, with a margin
+    taken = [Bbox.from_extents(x - half, y - half, x + half, y + half) for x, y in centres]
+    ring = [(r * np.cos(a), r * np.sin(a)) for r in (8, 16, 28, 42, 60, 80)  # points; across the diagonal first
+            for a in np.radians((-45, 135, -15, 165, -75, 105, 15, -165, 45, -135))]
+
+    def gap(box, c):  # pixels from a point to a box (0 inside it)
+        return np.hypot(max(box.x0 - c[0], 0, c[0] - box.x1), max(box.y0 - c[1], 0, c[1] - box.y1))
+
+    def passes(a, b, c):  # does the segment a-b pass within a marker of c?
+        t = np.clip(np.dot(c - a, b - a) / max(np.dot(b - a, b - a), 1e-9), 0, 1)
+        return np.hypot(*(a + t * (b - a) - c)) < half
+
+    def place(text, x, y, dx, dy, **kw):
+        return ax.annotate(text, (x, y), xytext=(dx, dy), textcoords="offset points", fontsize=fontsize,
+                           ha="left" if dx > 1 else "right" if dx < -1 else "center",
+                           va="bottom" if dy > 1 else "top" if dy < -1 else "center", **kw)
+
+    crowd = [sum(np.hypot(*(c - d)) < 60 * px for d in centres) for c in centres]
+    for i in sorted(range(len(xy)), key=lambda k: -crowd[k]):
+        (x, y), others = xy[i], [c for k, c in enumerate(centres) if k != i]
+        best = (4, *ring[0], None)  # (rank, dx, dy, box): lower is better
+        for dx, dy in ring:
+            label = place(texts[i], x, y, dx, dy)
+            box = label.get_window_extent(renderer)
+            label.remove()
+            inside = frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1
+            if not inside or any(box.overlaps(other) for other in taken):
+                continue
+            line_clear = not any(passes(centres[i] + np.array([dx, dy]) * px, centres[i], c) for c in others)
+            nearest = gap(box, centres[i]) + half < min((gap(box, c) for c in others), default=np.inf)
+            rank = 0 if nearest and line_clear else 1 if line_clear else 2
+            if rank < best[0]:
+                best = (rank, dx, dy, box)
+            if rank == 0:
+                break
+        rank, dx, dy, box = best
+        label = place(texts[i], x, y, dx, dy, zorder=5)
+        taken.append(box or label.get_window_extent(renderer))
+        if rank or np.hypot(dx, dy) > 10:  # a leader line from the label's corner to its marker
+            ax.annotate("", (x, y), xytext=(dx, dy), textcoords="offset points", zorder=2,
+                        arrowprops=dict(arrowstyle="-", color="dimgray", linewidth=0.7, shrinkA=0,
+                                        shrinkB=marker_points / 2))
+
+
 if budget is not None:
     points = budget.assign(source=YOURS)
     if not same_dir:  # the committed run's own model, where it recorded one
@@ -496,68 +598,37 @@ if budget is not None:
     ax.set_xscale("log")
     ax.set_yscale("log")
     xy = points[["wall ms per token (measured)", "wall ms per token (predicted)"]].to_numpy(dtype=float)
-    lo, hi = np.nanmin(xy) / 1.6, np.nanmax(xy) * 1.6
+    lo, hi = np.nanmin(xy) / 1.6, np.nanmax(xy) * 2  # room for the labels
     ax.set_xlim(lo, hi)
     ax.set_ylim(lo, hi)
     line = np.geomspace(lo, hi, 50)
     ax.plot(line, line, color="black", linewidth=0.8, label="predicted = measured")
     ax.fill_between(line, line * (1 - BAR), line * (1 + BAR), color="gray", alpha=0.15,
                     label=f"within {100 * BAR:.0f}%")
-    # colour = configuration, shape = source; a fitted point gets a thick black edge. Points that would cover
-    # one another (closer than a marker's width) are drawn side by side around their middle, each joined by a
-    # short line to a black dot at its exact position.
+    # every point exactly on its own coordinates: colour = configuration, shape = source, a thick black edge for
+    # the two fitted ones; each carries its configuration's name, placed where it covers no other label or point
     palette = [c for i, c in enumerate(plt.cm.tab10.colors) if i != 7]  # tab10's grey is the band's
     colors = dict(zip(CONFIGS, palette))  # configuration name -> colour
     markers = dict(zip(points["source"].unique(), "os"))
-    style = dict(markersize=8, linestyle="")
-    fig.canvas.draw()  # the axes' final size, for positions in points on the page
-    where = ax.transData.transform(xy) * 72 / fig.dpi
-    groups = []
-    for i, p_ in enumerate(where):
-        near = next((g for g in groups if min(np.hypot(*(where[k] - p_)) for k in g) < 9), None)
-        if near is None:
-            groups.append([i])
-        else:
-            near.append(i)
-    moved = False
-    for group in groups:
-        middle = where[group].mean(axis=0)
-        radius = 8 if len(group) <= 3 else 5 / np.sin(np.pi / len(group))
-        own = {k: np.arctan2(*(where[k] - middle)[::-1]) if np.hypot(*(where[k] - middle)) > 0.5 else np.pi
-               for k in group}
-        group = sorted(group, key=lambda k: own[k] % (2 * np.pi))
-        for j, i in enumerate(group):
-            row = points.iloc[i]
-            x, y = xy[i]
-            dx, dy = 0.0, 0.0
-            if len(group) > 1:
-                angle = own[group[0]] + 2 * np.pi * j / len(group)
-                dx, dy = middle + radius * np.array([np.cos(angle), np.sin(angle)]) - where[i]
-                ax.annotate("", (x, y), xytext=(dx, dy), textcoords="offset points", zorder=2,
-                            arrowprops=dict(arrowstyle="-", color="black", linewidth=0.6, shrinkA=0, shrinkB=0))
-                ax.plot(x, y, marker="o", markersize=2.5, color="black", linestyle="", zorder=4)
-                moved = True
-            fitted = row["role"] == "fitted"
-            ax.plot(x, y, marker=markers[row["source"]], color=colors[row["configuration"]], zorder=3,
-                    markeredgecolor="black", markeredgewidth=2.0 if fitted else 0.5,
-                    transform=offset_copy(ax.transData, fig=fig, x=dx, y=dy, units="points"), **style)
-    handles = [Patch(facecolor=c, edgecolor="black", linewidth=0.5, label=name) for name, c in colors.items()
-               if name in set(points["configuration"])]
-    handles += [Line2D([], [], marker=m, color="lightgray", markeredgecolor="black", markeredgewidth=0.5,
-                       label=f"measured by: {src}", **style) for src, m in markers.items()]
+    style = dict(markersize=7, linestyle="")
+    for (x, y), row in zip(xy, points.to_dict("records")):
+        ax.plot(x, y, marker=markers[row["source"]], color=colors[row["configuration"]], alpha=0.85, zorder=3,
+                markeredgecolor="black", markeredgewidth=2.0 if row["role"] == "fitted" else 0.5, **style)
+    handles = [Line2D([], [], marker=m, color="lightgray", markeredgecolor="black", markeredgewidth=0.5,
+                      label=f"measured by: {src}", **style) for src, m in markers.items()]
     handles.append(Line2D([], [], marker="o", color="lightgray", markeredgecolor="black", markeredgewidth=2.0,
-                          label=f"fitted ({' and '.join(FITTED)}): on the line by construction", **style))
+                          label=f"fitted ({' and '.join(FITTED)}):\non the line by construction", **style))
     handles += ax.get_legend_handles_labels()[0]
-    if moved:
-        handles.append(Line2D([], [], marker="o", markersize=2.5, color="black", linestyle="",
-                              label="exact position of a point\ndrawn beside it (overlap)"))
-    ax.legend(handles=handles, title="colour: configuration, shape: source", fontsize=7, title_fontsize=8,
+    ax.legend(handles=handles, title="colour and label: configuration", fontsize=7, title_fontsize=8,
               loc="upper left", bbox_to_anchor=(1.01, 1))
     helpers.plain_log_ticks(ax)
     ax.set_xlabel("measured wall ms per decoded token (shuffled rounds)")
     ax.set_ylabel("predicted wall ms per decoded token (launch-budget model)")
     ax.set_title("Does a launch budget predict a token's time?")
     ax.grid(True, which="both", alpha=0.3)
+    several = len(markers) > 1  # two sources: say which one a label belongs to
+    label_points(ax, xy, [row["configuration"] + ((" (H200)" if row["source"] == "H200" else " (yours)") if several
+                                                  else "") for row in points.to_dict("records")])
     helpers.save_figure(fig, "lessons_launch_budget")
     plt.show()
 
@@ -663,23 +734,142 @@ if REMEASURE:
     helpers.md(read_reproduced(again))
 
 # %% [markdown]
+# ## What each fix won back
+#
+# Chapter 9 walks the other way: from the all-custom model back to a fast one, one fix at a time
+# (`helpers.STAIRCASE`), every step in the same shuffled rounds of one comparison, beside the original. This
+# section reads what it recorded (the catalogue's `faster.{config}.*` rows): each step's time ratio to the
+# original and to the step before it (per generation, median of per-round ratios, each with its verdict
+# against that run's A/A floor), its wall ms per decoded token, the wall ms per decoded token each fix won
+# back from the step before, and that as a share of what the all-custom model added over the original.
+# Beside a fix that exactly undoes one swap of the slow chapters stands that swap's recorded slowdown, from
+# the same machine. The series runs chapter 9 before this chapter; where no source has its results yet,
+# this section says so and the rest of the chapter runs without it.
+
+# %%
+SOURCES = {YOURS: yours_table} if same_dir else {YOURS: yours_table, "H200 (committed)": h200_table}
+STEP_NAMES = list(helpers.STAIRCASE)  # chapter 9's steps, in order; the first is chapter 6's all-custom model
+WON = "wall ms per token won back (negative: lost)"
+
+
+def step_tag(name):
+    """Chapter 9's id part for a configuration, as chapter 9 writes it: '4. fused layers (the fast model)' ->
+    '4_fused_layers'."""
+    return re.sub(r"\W+", "_", re.sub(r"\s*\(.*?\)", "", name)).strip("_").lower()
+
+
+def undone_swap(before, after):
+    """The swap of the slow chapters (a ``helpers.REPRODUCE_CONFIGS`` id) that the step from ``before`` to ``after``
+    reverses exactly (the arguments it changes, as they were before it), or None."""
+    keys = [k for k in dict.fromkeys([*before, *after]) if before.get(k) != after.get(k)]
+    if not keys or any(k not in before for k in keys):
+        return None
+    was = {k: before[k] for k in keys}
+    return next((id_ for id_, (_, kwargs) in helpers.REPRODUCE_CONFIGS.items() if kwargs == was), None)
+
+
+def fixes_from(table_):
+    """Chapter 9's staircase as one results table recorded it: (one row per step, the original's wall ms per
+    decoded token), or None where the table lacks any of it."""
+    original = recorded(table_, f"{FIXES}.{step_tag(helpers.ORIGINAL)}.wall_ms_per_token")
+    if original is None:
+        return None
+    rows = []
+    for i, name in enumerate(STEP_NAMES):
+        wall, to_original = (recorded(table_, f"{FIXES}.{step_tag(name)}.{what}") for what in
+                             ("wall_ms_per_token", "vs_original"))
+        to_before = recorded(table_, f"{FIXES}.{step_tag(name)}.vs_previous") if i else None
+        if wall is None or to_original is None or (i and to_before is None):
+            return None
+        swap = undone_swap(helpers.STAIRCASE[STEP_NAMES[i - 1]], helpers.STAIRCASE[name]) if i else None
+        slow = recorded(table_, swap) if swap else None
+        rows.append({
+            "step": name, "x the original": to_original.value, "verdict against the original": to_original.verdict,
+            "x the step before": to_before.value if to_before else np.nan,
+            "quartiles": f"{to_before.low:.2f}-{to_before.high:.2f}" if to_before and to_before.has_spread else "",
+            "verdict against the step before": to_before.verdict if to_before else "(the start)",
+            "wall ms per decoded token": wall.value,
+            WON: rows[-1]["wall ms per decoded token"] - wall.value if i else np.nan,
+            "undoes": helpers.REPRODUCE_CONFIGS[swap][0] if slow else "",
+            "its recorded slowdown": ((slow.verdict if slow.verdict.endswith(("slower", "faster")) else
+                                       f"{slow.value:.2f}x, {slow.verdict or 'no verdict recorded'}")
+                                      + f" (chapter {CHAPTERS[swap.split('.')[0]]})" if slow else "")})
+    fixes = pd.DataFrame(rows).set_index("step")
+    added = fixes["wall ms per decoded token"].iloc[0] - original.value
+    fixes["share of what all custom added, %"] = 100 * fixes[WON] / added if added > 0 else np.nan
+    return fixes, original.value
+
+
+def read_fixes(fixes, original_ms, source):
+    """What the staircase won back, in words: the start against the original, each fix by its verdict against
+    the step before, and where the last step ended."""
+    start, last = fixes.iloc[0], fixes.iloc[-1]
+    added = start["wall ms per decoded token"] - original_ms
+
+    def words(verdict, ratio, other):  # a direction only where the recorded verdict states one
+        return (f"{verdict} than {other}" if verdict.endswith(("slower", "faster")) else
+                f"within noise of {other} ({ratio:.2f}x its time)" if verdict else
+                f"at {ratio:.2f}x the time of {other} (no verdict recorded)")
+
+    text = (f"In chapter 9's comparison ({source}), a generation of *{fixes.index[0]}* was "
+            f"{words(start['verdict against the original'], start['x the original'], 'the original')}, at "
+            f"{start['wall ms per decoded token']:.2f} wall ms per decoded token against the original's "
+            f"{original_ms:.2f} ({added:+.2f} ms). ")
+    parts = []
+    for name, r in fixes.iloc[1:].iterrows():
+        v = r["verdict against the step before"]
+        part = f"*{name}*: {words(v, r['x the step before'], 'the step before')}"
+        if v.endswith("faster") and r[WON] > 0:
+            part += f", {r[WON]:.2f} wall ms per decoded token won back"
+            share = r["share of what all custom added, %"]
+            part += f" ({share:.0f}% of what the all-custom model added)" if pd.notna(share) else ""
+        elif v.endswith("faster"):
+            part += (f", though its wall ms per decoded token did not fall ({r[WON]:+.2f} ms won back): they leave "
+                     "the prefill out, which the per-generation ratio includes")
+        if r["undoes"]:
+            part += f" (it undoes *{r['undoes']}*: {r['its recorded slowdown']})"
+        parts.append(part)
+    text += "Step by step: " + "; ".join(parts) + ". "
+    text += (f"A generation of the last step, *{fixes.index[-1]}*, was "
+             f"{words(last['verdict against the original'], last['x the original'], 'the original')}, at "
+             f"{last['wall ms per decoded token']:.2f} wall ms per decoded token. The wall ms per token all come from "
+             "one comparison, so they can be subtracted"
+             + ("; the staircase ends below the original's wall ms per decoded token, so the shares add up to "
+                "more than 100%."
+                if last["wall ms per decoded token"] < original_ms else "."))
+    if helpers.MODE == "cpu" and source == YOURS:
+        text += " CPU mode: interpreter times on a tiny model (and no CUDA graph), a check of the method only."
+    return text
+
+
+chapter9 = next(((s, *found) for s, table_ in SOURCES.items() if (found := fixes_from(table_))), None)
+if chapter9:
+    source9, fixes, original_ms9 = chapter9
+    print(f"chapter 9's staircase, recorded by {source9}; time ratios per generation (prefill included), wall ms "
+          "per decoded token (prefill excluded)")
+    helpers.show(fixes.round(3))
+    helpers.md(read_fixes(fixes, original_ms9, source9))
+else:
+    helpers.md(f"**Run chapter 9 first.** Neither your results nor the committed H200 run hold {notebook_of(FIXES)}'s "
+               "staircase yet, so there is nothing to read here of what each fix won back. The series runs chapter "
+               "9 before this chapter; on your own, run it, then this chapter again. The rest of this chapter "
+               "needs none of it.")
+
+# %% [markdown]
 # ## Lessons, with their evidence
 #
 # Each lesson below takes its absolute times from this chapter's own comparison where it measured them
-# (each chapter is its own process, and the host's pace moves between processes), and everything else
-# from the numbers the chapters recorded: your own where this machine has them all, else the committed
-# H200 run's. It says which chapter and which machine (a lesson never mixes machines). Every ratio comes
-# with its verdict, as recorded by its chapter or this chapter's comparison (or, for a ratio of two GPU
-# times, `helpers.verdict` of it), and a lesson states a direction only where its verdict does. The context
+# (each chapter is its own process, and the host's pace moves between processes), and everything else from
+# the numbers the chapters recorded: your own where this machine has them all, else the committed H200
+# run's. It says which chapter and which machine (a lesson never mixes machines). Every ratio comes with
+# its verdict, as recorded by its chapter or this chapter's comparison (or, for a ratio of two GPU times,
+# `helpers.verdict` of it), and a lesson states a direction only where its verdict does. The context
 # lesson reads chapter 7's recorded ratios, quartiles and A/A floors with the same function as chapter 7
-# (`helpers.read_trend`), so the two chapters cannot disagree. The table before the lessons holds every
-# number they quote.
+# (`helpers.read_trend`), so the two chapters cannot disagree; the lesson of the fixes reads chapter 9's
+# staircase, as the section above does. The table before the lessons holds every number they quote.
 
 # %%
 read_trend, read_together = helpers.read_trend, helpers.read_together  # chapter 7's reading, the same code
-
-
-SOURCES = {YOURS: yours_table} if same_dir else {YOURS: yours_table, "H200 (committed)": h200_table}
 
 
 def have(*ids):
@@ -887,18 +1077,48 @@ if (g := have("full.first_divergence")):
                       f"The fully custom model's greedy text never differed from the original's in chapter 6's "
                       f"run ({s}), "
                       "though it could: the order of additions is not the same."))
+if chapter9:  # what chapter 9's fixes won back (the section above), from the source that recorded them
+    n, steps = len(lessons) + 1, fixes.iloc[1:]
+    for name, r in steps.iterrows():
+        cite(n, f"{name} / the step before, per generation (chapter 9)", r["x the step before"], "x (wall)",
+             r["verdict against the step before"], source9)
+    last = fixes.iloc[-1]
+    cite(n, f"{fixes.index[-1]} / original, per generation (chapter 9)", last["x the original"], "x (wall)",
+         last["verdict against the original"], source9)
+    won = steps[steps["verdict against the step before"].str.endswith("faster") & (steps[WON] > 0)]
+    ended = last["verdict against the original"]
+    title = ("The way back ends faster than the original." if ended.endswith("faster") else
+             "The fixes won time back." if len(won) else
+             "The fixes did not stand out of the noise here.")
+    text = (f"**{title}** Of chapter 9's {len(steps)} fixes, {len(won)} made a generation faster than the step "
+            f"before beyond the noise (recorded by chapter 9, {source9})")
+    if len(won):
+        top = won[WON].idxmax()
+        text += (f"; the one that won back the most wall time per decoded token was *{top}*, "
+                 f"{won.loc[top, WON]:.2f} ms")
+        share = won.loc[top, "share of what all custom added, %"]
+        text += f" ({share:.0f}% of what the all-custom model had added)" if pd.notna(share) else ""
+    text += (f". A generation of the last step, *{fixes.index[-1]}*, was "
+             + (f"{ended} than the original" if ended.endswith(("slower", "faster")) else
+                f"within noise of the original ({last['x the original']:.2f}x its time)" if ended else
+                f"at {last['x the original']:.2f}x the original's time (no verdict recorded)")
+             + " (the table under \"What each fix won back\").")
+    lessons.append(text)
 helpers.show(pd.DataFrame(evidence).round(3))
 helpers.md("\n\n".join(f"{i}. {t}" for i, t in enumerate(lessons, 1)))
 if not context_reading:
     helpers.md("Chapter 7's ratios are not yet recorded with their quartiles and A/A floors in any source, so there "
                "is no context lesson: run chapter 7 on this machine.")
+if not chapter9:
+    helpers.md("Chapter 9's staircase is not recorded in any source, so there is no lesson of what the fixes won "
+               "back: run chapter 9 first (the series runs it before this chapter).")
 
 # %% [markdown]
 # ## The road ahead
 #
 # The blog's closing idea is to do the opposite next: start from this slow model and win the speed back,
-# one fix at a time. This chapter's comparison has already measured the first step, and its profiles bound
-# the second:
+# one fix at a time. Chapter 9 walks that road in full (what each fix won back is read above). This
+# chapter's own comparison, in its own process, prices two moves of it with the launch budget's view:
 #
 # 1. **Take the attention loop out.** The all-custom model with PyTorch's attention back in place of the
 #    per-head loop, every RMSNorm and every projection still ours, is exactly the *all proj + RMSNorm*
@@ -986,7 +1206,9 @@ helpers.show(readable(every.assign(yours=every["yours"].astype(float), h200=ever
 #   price for it, plus the GPU-busy time. The model above is fitted on two configurations and judged on
 #   the others; where it misses, the host does work that two average prices do not see.
 # - The cheapest way to make a model slow is to multiply its launches; the first way to make it fast
-#   again is to remove them, by fusing kernels or by capturing the whole step as one graph.
+#   again is to remove them, by fusing kernels or by capturing the whole step as one graph (chapter 9
+#   measured what each such fix won back, read above).
 #
 # That is the series. The kernels are in `kernels/`, the measurements in `helpers.py`, and every number
-# above can be re-made by running the chapters in order.
+# above can be re-made by running the chapters in the series' order (`tools/run_series.py`: chapter 9
+# before this one, so that this summary finds every other chapter's results).

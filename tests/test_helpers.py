@@ -438,11 +438,12 @@ def test_pinning_switch_pins_the_process_and_shows_in_the_environment_line():
     import sys
 
     core = min(os.sched_getaffinity(0))
-    code = "import helpers, os; print(sorted(os.sched_getaffinity(0)), helpers.env_info()['pinned'])"
+    code = ("import helpers, os, torch; print(torch.get_num_threads()); "
+            "print(sorted(os.sched_getaffinity(0)), helpers.env_info()['pinned'])")
     done = subprocess.run([sys.executable, "-c", code], cwd=helpers.ROOT, capture_output=True, text=True,
                           env=dict(os.environ, SLOWER_PIN_CPUS=str(core)), timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split("\n")[-2] == f"[{core}] cores {core}"
+    assert done.stdout.split("\n")[-3:-1] == ["1", f"[{core}] cores {core}"]  # one core, one CPU thread
     assert helpers.pin_cpus(None) is None and helpers.pin_cpus("") is None
     with pytest.raises(ValueError, match="names cores this process cannot use"):
         helpers.pin_cpus("100000")
@@ -778,6 +779,25 @@ def test_the_fast_model_under_a_static_cache(tiny):
     assert launched["decode_attention_kernel"] > 0 and launched["prefill_attention_kernel"] > 0
 
 
+def test_the_fast_model_s_logits_under_a_static_cache(tiny):
+    """Logits, not only tokens (a tiny random model repeats one token, whatever its attention does). transformers
+    drops the mask for a prefill into an empty static cache: the unwritten keys past the prompt must not count."""
+    from transformers import DynamicCache, StaticCache
+
+    prompt = helpers.make_prompt(5, vocab_size=tiny.config.vocab_size)
+    with torch.no_grad(), helpers.patched(tiny, **helpers.ALL_FAST):
+        dynamic, static = DynamicCache(config=tiny.config), StaticCache(config=tiny.config, max_cache_len=16)
+        expected = [tiny(prompt, past_key_values=dynamic, use_cache=True).logits[0, -1]]
+        got = [tiny(prompt, past_key_values=static, use_cache=True).logits[0, -1]]
+        for position, token in enumerate([3, 7, 11], start=prompt.shape[1]):
+            step = torch.tensor([[token]], device=prompt.device)
+            expected.append(tiny(step, past_key_values=dynamic, use_cache=True).logits[0, -1])
+            got.append(tiny(step, position_ids=torch.tensor([[position]], device=prompt.device),
+                            past_key_values=static, use_cache=True).logits[0, -1])
+    for e, g in zip(expected, got):
+        torch.testing.assert_close(g.double(), e.double(), **MODEL_TOL[helpers.DTYPE])
+
+
 def test_patch_rejects_unknown_fast_options(tiny):
     with pytest.raises(ValueError, match="linear must be 'matmul' or 'gemv'"):
         with helpers.patched(tiny, projections={"mlp"}, linear="cublas"):
@@ -811,6 +831,9 @@ def test_fast_attention_reads_a_static_cache_through_its_mask(S):
     ref = F.scaled_dot_product_attention(q.double(), k[:, :, :n].double(), v[:, :, :n].double(), is_causal=S > 1,
                                          enable_gqa=True).transpose(1, 2)
     torch.testing.assert_close(out.double(), ref, **MODEL_TOL[helpers.DTYPE])
+    if S > 1:  # transformers drops the mask of a prefill into an empty static cache: the same keys count
+        out, _ = helpers._fast_attention(None, q, k, v, None, scaling=D ** -0.5)
+        torch.testing.assert_close(out.double(), ref, **MODEL_TOL[helpers.DTYPE])
     with pytest.raises(ValueError, match="batch size 1 with a mask"):
         helpers._fast_attention(None, q.expand(2, -1, -1, -1), k.expand(2, -1, -1, -1), v.expand(2, -1, -1, -1),
                                 mask.expand(2, -1, -1, -1))

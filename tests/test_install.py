@@ -91,3 +91,13 @@ def test_command_1_touches_no_tracked_file(tmp_path):
                             capture_output=True, text=True, check=True).stdout
     assert status == "", f"command 1 changed the working tree:\n{status}"
     assert (clone / "runs" / "cpu" / "runtimes.csv").is_file()
+
+
+def test_the_series_runs_the_summary_chapter_last():
+    """Chapter 8 sums up every other chapter (chapter 9 included), so the series runner runs it last."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    import run_series
+
+    order = [c.stem for c in run_series.in_order(list((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")))]
+    assert order[-1] == run_series.SUMMARY == "08_lessons"
+    assert order[:-1] == sorted(order[:-1]) and "09_faster_on_purpose" in order

@@ -10,7 +10,8 @@ no GPU). Full size on a GPU, CPU mode (Triton's interpreter, a tiny model) other
 or SLOWER_MODE=cpu ask for the other modes, and a GPU mode without a GPU is an error. Each chapter runs
 under nbmake, as the tests do, one at a time: nothing else runs beside a measurement. Figures and
 results go to runs/<gpu>/ (ignored by git), each chapter's wall time is recorded as runtime.<chapter>_s
-and in runtimes.csv, and the run ends with the summary table of chapter 8. The first failing chapter
+and in runtimes.csv, and the run ends with the summary table of chapter 8. Chapter 8 sums up every other
+chapter, so it runs last, after chapter 9. The first failing chapter
 stops the run, with its name and error. No tracked file changes unless you ask: --commit writes the
 figures and results under figures/ (as the committed H200 run was made), --write-outputs the notebooks.
 """
@@ -29,6 +30,12 @@ sys.path.insert(0, str(ROOT / "tools"))
 import install  # noqa: E402  (standard library and colab_setup only: safe before the installs)
 
 NOTEBOOKS = ROOT / "notebooks"
+SUMMARY = "08_lessons"  # reads every other chapter's results, chapter 9's too: it runs last
+
+
+def in_order(chapters: list) -> list:
+    """The chapters by number, the summary chapter last."""
+    return sorted(chapters, key=lambda c: (c.stem == SUMMARY, c.stem))
 
 
 def main() -> int:
@@ -50,7 +57,7 @@ def main() -> int:
         return 2
     from tqdm.auto import tqdm
 
-    chapters = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    chapters = in_order(list(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")))
     if args.only:
         chapters = [c for c in chapters if any(c.stem.startswith(o) or c.stem == o for o in args.only)]
         if not chapters:
