@@ -761,6 +761,166 @@ def _count_decode(model, ids: torch.Tensor, n: int, use_cache: bool = True, deco
     return (ln - l1) / steps, (gn - g1) / steps, ours
 
 
+# --- One decode step on a time axis: the host's launches against the GPU's kernels ---------------
+HOST_LAUNCH_NAMES = ("cudaLaunchKernel", "cuLaunchKernel", "cudaGraphLaunch", "cuGraphLaunch")  # and their Ex forms
+TIMELINE_LANES = ("host launches", "GPU kernels")
+
+
+def timeline_from_trace(trace: dict):
+    """The two lanes of a torch.profiler Chrome trace (``prof.export_chrome_trace``): every launch call on
+    the host (CUDA runtime or driver: kernels, and graphs) and every kernel on the GPU, in µs from the first
+    event. Returns a DataFrame: lane, name, start_us, dur_us, sorted by start."""
+    import pandas as pd
+
+    rows = []
+    for e in trace.get("traceEvents", []):
+        if e.get("ph") != "X" or "ts" not in e:
+            continue
+        cat, name = e.get("cat", ""), e.get("name", "")
+        if cat in ("cuda_runtime", "cuda_driver") and name.startswith(HOST_LAUNCH_NAMES):
+            lane = TIMELINE_LANES[0]
+        elif cat == "kernel":
+            lane = TIMELINE_LANES[1]
+        else:
+            continue
+        rows.append({"lane": lane, "name": name, "start_us": float(e["ts"]), "dur_us": float(e.get("dur", 0.0))})
+    df = pd.DataFrame(rows, columns=["lane", "name", "start_us", "dur_us"])
+    if len(df):
+        df["start_us"] -= df["start_us"].min()
+    return df.sort_values("start_us", kind="stable").reset_index(drop=True)
+
+
+def timeline_summary(df) -> dict:
+    """What a step's timeline adds up to: host launches, GPU kernels, the step's span (first event to the
+    last one's end), the GPU-busy µs (the union of the kernels' intervals) and the GPU's idle fraction."""
+    kernels_ = df[df["lane"] == TIMELINE_LANES[1]].sort_values("start_us")
+    span = float((df["start_us"] + df["dur_us"]).max()) if len(df) else 0.0
+    busy, end = 0.0, float("-inf")
+    for start, dur in zip(kernels_["start_us"], kernels_["dur_us"]):
+        stop = start + dur
+        if stop > end:
+            busy += stop - max(start, end)
+            end = stop
+    return {"host launches": int((df["lane"] == TIMELINE_LANES[0]).sum()), "GPU kernels": len(kernels_),
+            "span us": span, "GPU-busy us": busy, "GPU idle fraction": 1 - busy / span if span else float("nan")}
+
+
+def step_timeline(model, ids: torch.Tensor, decoder: str = "generate"):
+    """One decode step after a prefill of ``ids``, traced by torch.profiler (host and GPU activity): the
+    DataFrame of ``timeline_from_trace``. ``decoder="generate"``: one eager forward with a dynamic KV
+    cache and the argmax, as ``generate()`` makes each step; ``"graph"``: one replay of ``GraphDecoder``'s
+    captured step. Both after a warm-up step of the same shapes. GPU only (there is no GPU lane without one)."""
+    import json
+    import tempfile
+
+    from torch.profiler import ProfilerActivity, profile
+    from transformers import DynamicCache
+
+    if not HAS_GPU:
+        raise RuntimeError("step_timeline needs a CUDA GPU: in CPU mode there is no GPU timeline to trace")
+    if decoder not in ("generate", "graph"):
+        raise ValueError(f"decoder must be 'generate' or 'graph', got {decoder!r}")
+    with torch.inference_mode():
+        if decoder == "graph":
+            graph = GraphDecoder(model, ids.shape[1] + 8)
+            graph.generate(ids, 3)  # captures the step; leaves the position two steps past the prompt
+
+            def step():
+                graph.graph.replay()
+        else:
+            cache = DynamicCache(config=model.config)
+            token = model(ids, past_key_values=cache, use_cache=True).logits[:, -1:].argmax(-1)
+
+            def step():
+                nonlocal token
+                token = model(token, past_key_values=cache, use_cache=True).logits[:, -1:].argmax(-1)
+        step()  # warm-up: the same shapes once more
+        _sync()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                step()
+                _sync()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "trace.json"
+        prof.export_chrome_trace(str(path))
+        return timeline_from_trace(json.loads(path.read_text()))
+
+
+def plot_timelines(timelines: dict, name: str | None = None):
+    """One row per configuration ({label: ``step_timeline`` DataFrame}): the host's launches above, the GPU's
+    kernels below, on a shared axis in µs, so the gaps where the GPU waits for the host are visible."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(timelines), 1, figsize=(12, 1.9 * len(timelines) + 0.8), sharex=True, squeeze=False)
+    colors = {TIMELINE_LANES[0]: "tab:orange", TIMELINE_LANES[1]: "tab:blue"}
+    for ax, (label, df) in zip(axes[:, 0], timelines.items()):
+        for row, lane in enumerate(TIMELINE_LANES):
+            part = df[df["lane"] == lane]
+            ax.broken_barh(list(zip(part["start_us"], part["dur_us"].clip(lower=0.3))), (1 - row - 0.4, 0.8),
+                           color=colors[lane], linewidth=0)
+        s = timeline_summary(df)
+        ax.set_yticks([1, 0], [f"{s['host launches']} host launches", f"{s['GPU kernels']} GPU kernels"])
+        ax.set_ylim(-0.6, 1.6)
+        ax.set_title(f"{label}: one decode step, {s['span us'] / 1e3:.2f} ms; GPU busy {s['GPU-busy us'] / 1e3:.2f} ms "
+                     f"({100 * (1 - s['GPU idle fraction']):.0f}% of the step)", fontsize=10, loc="left")
+        ax.grid(axis="x", alpha=0.3)
+    axes[-1, 0].set_xlabel("µs from the step's first event (torch.profiler; host clock and GPU clock aligned by it)")
+    fig.tight_layout()
+    if name:
+        save_figure(fig, name)
+    return fig
+
+
+# --- A roofline: how close each kernel comes to the GPU's bandwidth and compute -----------------------
+# Nominal peak compute (TFLOP/s, dense) per GPU: fp16 on the tensor cores, and fp32 FMA without them (the
+# roof of a kernel whose matmul compiles to FMA, as Triton's tl.dot does on a T4). From NVIDIA's data sheets.
+NOMINAL_TFLOPS = {"t4": (65, 8.1), "l4": (121, 30.3), "a10": (125, 31.2), "a10g": (125, 31.2), "v100": (125, 15.7),
+                  "a100": (312, 19.5), "l40s": (362, 91.6), "h100": (989, 67), "gh200": (989, 67), "h200": (989, 67)}
+
+
+def plot_roofline(points, slug: str | None = None, name: str | None = None):
+    """Arithmetic intensity (flop per byte moved) against achieved TFLOP/s, under the roofs of GPU ``slug``
+    (default: this one): bandwidth x intensity, and the two compute peaks of ``NOMINAL_TFLOPS``.
+    ``points``: a DataFrame with columns label, group, flops, bytes, gpu_ms (GPU time per call). A kernel on
+    the slanted roof is memory-bound at full bandwidth; one far below any roof is paying for something else
+    (launch overhead inside its time, idle multiprocessors, a poor access pattern)."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    slug = slug or SLUG
+    if slug not in NOMINAL_GB_S or slug not in NOMINAL_TFLOPS:
+        raise ValueError(f"slug: no nominal bandwidth and compute for {slug!r}; known: {sorted(NOMINAL_TFLOPS)}")
+    missing = {"label", "group", "flops", "bytes", "gpu_ms"} - set(points.columns)
+    if missing:
+        raise ValueError(f"points: missing columns {sorted(missing)}")
+    gb_s, (tensor, fma) = NOMINAL_GB_S[slug], NOMINAL_TFLOPS[slug]
+    intensity = points["flops"] / points["bytes"]
+    tflops = points["flops"] / (points["gpu_ms"] * 1e-3) / 1e12
+    lo, hi = min(intensity.min(), 0.05) / 2, max(intensity.max(), 2 * tensor * 1e3 / gb_s) * 2
+    x = np.geomspace(lo, hi, 200)
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    for peak, what, style in ((tensor, "fp16 tensor cores", "-"), (fma, "fp32 FMA, no tensor cores", "--")):
+        ax.plot(x, np.minimum(peak, x * gb_s / 1e3), color="black", ls=style, lw=1,
+                label=f"roof: {gb_s:,} GB/s x intensity, {peak:g} TFLOP/s ({what})")
+    for group, marker in zip(dict.fromkeys(points["group"]), "os^Dv"):
+        sel = points["group"] == group
+        ax.scatter(intensity[sel], tflops[sel], marker=marker, s=50, label=group, zorder=3)
+        for xi, yi, text in zip(intensity[sel], tflops[sel], points["label"][sel]):
+            ax.annotate(text, (xi, yi), textcoords="offset points", xytext=(5, 3), fontsize=8)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (flop per byte moved)")
+    ax.set_ylabel("achieved TFLOP/s (GPU time)")
+    ax.set_title(f"Roofline of {slug}: nominal bandwidth and compute", loc="left")
+    ax.grid(True, which="both", alpha=0.2)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize=8, frameon=False)
+    fig.tight_layout()
+    if name:
+        save_figure(fig, name)
+    return fig
+
+
 def bandwidth(model, tokens_per_s: float) -> dict:
     """Weight bytes read per second against the GPU's nominal bandwidth.
 

@@ -6,11 +6,24 @@ lengths (row kernels). ``compile_spec(spec, cc)`` compiles one for ``GPUTarget("
 Triton ships ptxas, so this works on a machine without a GPU, but not in the interpreter, which
 replaces the compiler; run it in a process started with TRITON_INTERPRET=0:
 
-    TRITON_INTERPRET=0 python -m kernels.aot      # JSON report: T4 (sm_75) and H100/H200 (sm_90)
+    TRITON_INTERPRET=0 python -m kernels.aot        # JSON report: T4 (sm_75) and H100/H200 (sm_90)
+    TRITON_INTERPRET=0 python -m kernels.aot --ptx  # what the compiler made: instruction mix, registers
+
+``compiler_table()`` reads what the compiler made of the teaching kernels (the add, both RMSNorms, the
+matmul in every tile) for each target: the PTX instructions that matter (tensor-core ``mma`` against
+``fma``, global loads and stores and how wide, shared-memory traffic), the registers per thread (ptxas,
+the assembler Triton ships), the shared memory per program, and the programs per multiprocessor those
+allow (``SM_LIMITS``).
 """
 
 import json
-from dataclasses import dataclass
+import re
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from dataclasses import dataclass, replace
+from pathlib import Path
 
 import torch
 import triton
@@ -179,9 +192,12 @@ def compile_specs(dtype: str = "fp16") -> list[CompileSpec]:
     return specs
 
 
-def compile_spec(spec: CompileSpec, cc: int):
+def compile_spec(spec: CompileSpec, cc: int, divisible_ints: bool = False):
     """Compile one spec for ``GPUTarget("cuda", cc, 32)``; returns Triton's CompiledKernel
-    (``.metadata.shared`` bytes of shared memory, ``.asm["ptx"]``, ``.asm["ttgir"]``, ...)."""
+    (``.metadata.shared`` bytes of shared memory, ``.asm["ptx"]``, ``.asm["ttgir"]``, ...).
+    ``divisible_ints``: tell the compiler every integer argument is a multiple of 16, as Triton's JIT does
+    at run time when the sizes and strides are (the model's are: 1024, 3072, ...); without the hint a
+    masked load cannot be vectorised."""
     if INTERPRET:
         raise RuntimeError(
             "kernels.aot needs Triton's compiler, which TRITON_INTERPRET=1 replaces: "
@@ -190,8 +206,10 @@ def compile_spec(spec: CompileSpec, cc: int):
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    # data pointers from PyTorch are 16-byte aligned: the hint the JIT gives them at run time
-    pointers = [i for i, t in enumerate(spec.signature.values()) if t.startswith("*")]
+    # data pointers from PyTorch are 16-byte aligned: the hint the JIT gives them at run time (and to
+    # integers that are multiples of 16, with divisible_ints)
+    pointers = [i for i, t in enumerate(spec.signature.values())
+                if t.startswith("*") or (divisible_ints and t == "i32")]
     attrs = {(i,): [["tt.divisibility", 16]] for i in pointers}
     src = ASTSource(fn=spec.kernel, signature=spec.signature, constexprs=spec.constexprs, attrs=attrs)
     return triton.compile(src, target=GPUTarget("cuda", cc, 32), options=dict(spec.options))
@@ -214,5 +232,101 @@ def compile_report(targets=DEFAULT_TARGETS) -> list[dict]:
     return results
 
 
+# --- What the compiler made -----------------------------------------------------------------------
+# Per streaming multiprocessor (SM), from NVIDIA's CUDA C++ Programming Guide (compute capability table):
+# resident warps and programs (blocks), 32-bit registers, and shared memory one SM can hand out.
+SM_LIMITS = {
+    75: dict(gpu="T4 (sm_75)", max_warps=32, max_programs=16, registers=65536, shared=64 * 1024),
+    90: dict(gpu="H100/H200 (sm_90)", max_warps=64, max_programs=32, registers=65536, shared=227 * 1024),
+}
+TEACHING_KERNELS = ("add_kernel", "rmsnorm_fused_kernel", "rmsnorm_inv_rms_kernel", "rmsnorm_scale_kernel",
+                    "matmul_kernel")  # chapters 2, 3 and 4
+TEACHING_ROW = 1024  # the row kernels at Qwen3-0.6B's hidden size
+# PTX opcode prefixes -> what the instructions do (a program's work, in the words chapters 2-4 use)
+INSTRUCTION_CLASSES = {
+    "tensor-core mma": ("mma.", "wgmma."),
+    "fma": ("fma.",),
+    "global loads": ("ld.global",),
+    "global -> shared copies": ("cp.async",),  # sm_80 on: a load that lands in shared memory, asynchronously
+    "global stores": ("st.global",),
+    "shared loads": ("ld.shared", "ldmatrix"),
+    "shared stores": ("st.shared", "stmatrix"),
+}
+_OPCODE = re.compile(r"^\s*(?:@!?%p\d+\s+)?([a-z][\w.]*)", re.M)
+
+
+def instruction_mix(ptx: str) -> dict:
+    """Count the PTX instructions of each class in ``INSTRUCTION_CLASSES`` (static counts: each
+    instruction once, however often a loop runs it), and the widest global load (``v4``: 16 bytes, eight
+    fp16 elements per instruction; "-" where every global load is a ``cp.async`` copy)."""
+    opcodes = Counter(m.group(1) for m in _OPCODE.finditer(ptx))
+    mix = {name: sum(n for op, n in opcodes.items() if op.startswith(prefixes))
+           for name, prefixes in INSTRUCTION_CLASSES.items()}
+    widths = [int(w) for op in opcodes if op.startswith("ld.global") for w in re.findall(r"\.v(\d)", op)]
+    mix["widest global load"] = (f"v{max(widths)}" if widths else "scalar") if mix["global loads"] else "-"
+    return mix
+
+
+def registers_per_thread(ptx: str) -> int:
+    """Registers per thread, as ptxas (the assembler Triton ships) allocates them for the PTX's target."""
+    from triton import knobs
+
+    target = re.search(r"^\.target\s+(sm_\w+)", ptx, re.M)
+    if target is None:
+        raise ValueError("ptx: no .target line")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "kernel.ptx"
+        path.write_text(ptx)
+        done = subprocess.run([knobs.nvidia.ptxas.path, "-v", f"--gpu-name={target.group(1)}", str(path),
+                               "-o", str(Path(tmp) / "kernel.cubin")], capture_output=True, text=True)
+    used = re.search(r"Used (\d+) registers", done.stdout + done.stderr)
+    if done.returncode != 0 or used is None:
+        raise RuntimeError(f"ptxas failed on {target.group(1)}: {(done.stderr or done.stdout)[-2000:]}")
+    return int(used.group(1))
+
+
+def programs_per_sm(registers: int, shared: int, num_warps: int, cc: int) -> tuple[int, str]:
+    """How many programs of a kernel one SM can hold at once, and which limit sets it (warps, programs,
+    registers or shared memory). Registers are handed out per warp in blocks of 256 (8 per thread)."""
+    limits = SM_LIMITS[cc]
+    per_warp = -(-registers // 8) * 8 * 32
+    bounds = {"warps": limits["max_warps"] // num_warps, "programs": limits["max_programs"],
+              "registers": limits["registers"] // (per_warp * num_warps),
+              "shared memory": limits["shared"] // shared if shared else limits["max_programs"]}
+    limit = min(bounds, key=bounds.get)
+    return bounds[limit], limit
+
+
+UNIT_STRIDES = {matmul_kernel: ("stride_ak", "stride_bk")}  # a [M, K] row-major, b = w.t(): K is contiguous
+
+
+def _as_launched(spec: CompileSpec) -> CompileSpec:
+    """The spec as Triton's JIT specialises it at the model's shapes: a stride equal to 1 becomes a constant."""
+    ones = UNIT_STRIDES.get(spec.kernel, ())
+    signature = {arg: "constexpr" if arg in ones else t for arg, t in spec.signature.items()}
+    return replace(spec, signature=signature, constexprs={**spec.constexprs, **dict.fromkeys(ones, 1)})
+
+
+def compiler_table(ccs=tuple(SM_LIMITS), kernels=TEACHING_KERNELS, dtype: str = "fp16") -> list[dict]:
+    """What the compiler made of ``kernels`` (row kernels at ``TEACHING_ROW`` columns, the matmul in every
+    tile) for each compute capability in ``ccs``, specialised as the JIT does at the model's shapes (sizes
+    and strides multiples of 16, unit strides constant): one dict per kernel, configuration and target."""
+    rows = []
+    block = row_block_size(TEACHING_ROW)
+    specs = [s for s in compile_specs(dtype) if s.name in kernels
+             and (not s.label.startswith("BLOCK_SIZE=") or s.kernel is add_kernel or s.label == f"BLOCK_SIZE={block}")]
+    for cc in ccs:
+        for spec in specs:
+            compiled = compile_spec(_as_launched(spec), cc, divisible_ints=True)  # as at the model's shapes
+            ptx = compiled.asm["ptx"]
+            regs = registers_per_thread(ptx)
+            warps = spec.options.get("num_warps", 4)
+            programs, limit = programs_per_sm(regs, compiled.metadata.shared, warps, cc)
+            rows.append(dict(kernel=spec.name, label=spec.label, cc=cc, gpu=SM_LIMITS[cc]["gpu"], num_warps=warps,
+                             registers=regs, shared=compiled.metadata.shared, programs_per_sm=programs,
+                             limited_by=limit, **instruction_mix(ptx)))
+    return rows
+
+
 if __name__ == "__main__":
-    print(json.dumps(compile_report(), indent=1))
+    print(json.dumps(compiler_table() if "--ptx" in sys.argv[1:] else compile_report(), indent=1))

@@ -420,7 +420,7 @@ else:
 # ## Your numbers beside the blog's
 #
 # `helpers.compare` lines up your run, the committed H200 run of this series, and the blog's T4 figures.
-# The blog's baseline table did not survive in its text, so its column is mostly empty here; its later
+# The blog's baseline table did not survive in its text, so its column is empty here; its later
 # chapters quote originals between 22.6 and 23.7 tokens/s on a T4.
 
 # %%

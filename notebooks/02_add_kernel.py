@@ -829,7 +829,7 @@ helpers.md(text)
 # The blog's column is its T4 run (`do_bench`: host and GPU time mixed), the `h200` column the committed
 # run of this series. `add.triton_ms`, `add.torch_ms` and `add.ratio` are GPU time here (interpreter wall
 # time in CPU mode), `add.ratio` with the quartiles of its rounds; the `host_` rows are host time per call and
-# the `launch_us` rows host time per empty launch, each a single reading (the median of a few synchronised
+# the `launch_us` rows host time per launch that does no work (an empty Triton kernel; a one-element PyTorch op), each a single reading (the median of a few synchronised
 # loops), so `add.host_ratio` carries no verdict on a GPU.
 
 # %%

@@ -769,7 +769,10 @@ else:
 #
 # - **the prediction** takes chapter 2's launch prices, recorded in this run's results
 #   (`helpers.results()`, ids `add.launch_us_torch` and `add.launch_us_triton`): a one-element PyTorch op
-#   and an empty Triton launch, each one host reading, made in loops of thousands of calls;
+#   and an empty Triton launch, each one host reading, made in loops of thousands of calls. Chapter 2 could
+#   not rank those two against each other (their difference lay inside the host's variation), and a real
+#   `torch.add` there often cost less host time than its one-element op: they are the best prices we have,
+#   used as read, not floors;
 # - **a check**, beside it and labelled as such: prices read in this process. For PyTorch, the original
 #   model's wall ms per decoded token minus its GPU-busy ms, divided by its launches per token (an average
 #   over the rounds, the framework's own Python around each op included); for ours, the two-pass call's

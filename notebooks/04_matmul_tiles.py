@@ -166,6 +166,13 @@ helpers.md(
 # write $C$ once), on the GPU clock. At one row the weight alone is almost all the bytes and the
 # arithmetic is tiny, so the decode matmul is a memory problem: reading $K \times N$ weights as fast as
 # possible.
+#
+# One caution about the GB/s below. A CUDA-graph replay runs the same call over and over on the same
+# inputs, and a weight of a few megabytes fits in the GPU's L2 cache (the on-chip cache in front of the
+# GPU's memory: 4 MB on a T4, tens of MB on an H200; chapter 2 measured it), so from the second replay on it is read from L2, not
+# from memory. Where the bytes fit in L2, the GB/s are cache rates and can exceed the memory's nominal
+# bandwidth; only the shapes larger than L2 measure the memory itself. In the model, the weights of 28
+# layers (1.2 GB) do not fit: each token reads them from memory.
 
 # %%
 CLOCK = helpers.CLOCK_LABELS["gpu" if helpers.HAS_GPU else "interpreter"]  # the clock of every kernel ratio
@@ -928,6 +935,12 @@ helpers.md(
 
 # %% [markdown]
 # ## Your numbers beside the blog's
+#
+# Two clocks sit side by side here, as in chapters 2 and 3. The blog's column is its T4 run, timed with
+# `triton.testing.do_bench`, which mixes the host's launching with the GPU's work; the `yours` and `h200`
+# columns of the kernel rows are GPU time by CUDA-graph replay (interpreter wall time in CPU mode), the
+# `host_` rows host time per call, and the tokens/s rows wall time in shuffled rounds. So a kernel row
+# beside the blog's figure differs in clock as well as in GPU.
 
 # %%
 helpers.show(helpers.compare("matmul.").astype(object).fillna("-"))  # "-": not measured in that run (blog only)

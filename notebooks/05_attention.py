@@ -238,7 +238,9 @@ helpers.md(
 #
 # - **SDPA** should be quickest on both clocks: about one kernel, which reads K and V once and never
 #   writes the scores. Its GPU time should be microseconds, not far above the read times in the table
-#   at the top (within twice the read time at this GPU's nominal bandwidth).
+#   at the top (within twice the read time at this GPU's nominal bandwidth). A bold bar: chapter 2 found
+#   that even the smallest kernel takes about a microsecond of GPU time, so where the read time is below
+#   that, SDPA cannot meet it.
 # - **PyTorch ops** should take a few times SDPA's GPU time (2 to 10 times): five or more kernels, with the
 #   scores written and read again between them, plus the copies that expand the KV heads. Every kernel is a
 #   launch, so its host time per call should be above SDPA's too.

@@ -85,3 +85,69 @@ def test_t4_shared_memory(report):
     assert {r["dtype"] for r in t4} == {"fp16", "fp32"}
     over = [r for r in t4 if r["shared"] > T4_SHARED_MEMORY]
     assert not over, f"over the T4's {T4_SHARED_MEMORY} bytes of shared memory:\n{_fmt(over)}"
+
+
+# --- What the compiler made (chapters 2-4): the PTX instruction mix, registers, programs per SM -------------
+@pytest.fixture(scope="module")
+def made() -> list[dict]:
+    env = {**os.environ, "TRITON_INTERPRET": "0"}
+    proc = subprocess.run([sys.executable, "-m", "kernels.aot", "--ptx"], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=900)
+    assert proc.returncode == 0, f"python -m kernels.aot --ptx failed:\n{proc.stderr[-4000:]}"
+    return json.loads(proc.stdout)
+
+
+def test_tl_dot_is_fma_on_a_t4_and_tensor_cores_on_an_h200(made):
+    """Chapter 4's finding, pinned: Triton compiles tl.dot to FMA instructions for sm_75 (no tensor-core mma),
+    and to tensor-core mma for sm_90. A Triton upgrade that changes either must change chapter 4's reading."""
+    import triton
+
+    matmuls = [r for r in made if r["kernel"] == "matmul_kernel"]
+    assert {r["label"] for r in matmuls} == set(TILE_CONFIGS) and {r["cc"] for r in matmuls} == {75, 90}
+    for r in matmuls:
+        if r["cc"] == 75:
+            assert r["tensor-core mma"] == 0 and r["fma"] > 0, f"triton {triton.__version__}, sm_75 {r['label']}: {r}"
+        else:
+            assert r["tensor-core mma"] > 0 and r["fma"] == 0, f"triton {triton.__version__}, sm_90 {r['label']}: {r}"
+
+
+def test_elementwise_kernels_load_16_bytes_at_a_time(made):
+    for r in made:
+        if r["kernel"] != "matmul_kernel":
+            assert r["widest global load"] == "v4" and r["tensor-core mma"] == 0, r
+
+
+def test_every_program_fits_its_multiprocessor(made):
+    from kernels.aot import SM_LIMITS
+
+    for r in made:
+        limits = SM_LIMITS[r["cc"]]
+        assert 0 < r["registers"] <= 255 and 0 <= r["shared"] <= limits["shared"], r
+        assert 1 <= r["programs_per_sm"] <= limits["max_programs"], r
+
+
+def test_programs_per_sm_names_the_limit_that_binds():
+    from kernels.aot import programs_per_sm
+
+    assert programs_per_sm(255, 0, 4, 75) == (2, "registers")  # 256 registers x 128 threads: 2 of 65,536
+    assert programs_per_sm(16, 0, 4, 75) == (8, "warps")  # 32 warps per SM on a T4, 4 per program
+    assert programs_per_sm(16, 48 * 1024, 1, 90) == (4, "shared memory")  # 227 KiB / 48 KiB
+    assert programs_per_sm(16, 0, 1, 90) == (32, "programs")
+
+
+def test_instruction_mix_reads_ptx():
+    from kernels.aot import instruction_mix
+
+    ptx = """
+	ld.global.v4.b32 { %r1, %r2, %r3, %r4 }, [ %rd1 + 0 ];
+	@%p1 ld.global.b16 { %rs1 }, [ %rd2 + 0 ];
+	fma.rn.f32 %f3, %f1, %f2, %f3;
+	mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 { %f1, %f2, %f3, %f4 }, { %r1 }, { %r2 }, { %f5 };
+	cp.async.cg.shared.global [ %r5 + 0 ], [ %rd3 + 0 ], 0x10, %r6;
+	st.shared.b16 [ %r7 ], %rs1;
+	ldmatrix.sync.aligned.m8n8.x4.shared.b16 { %r1, %r2, %r3, %r4 }, [ %r8 ];
+	st.global.v2.b32 [ %rd4 + 0 ], { %r1, %r2 };
+"""
+    mix = instruction_mix(ptx)
+    assert mix == {"tensor-core mma": 1, "fma": 1, "global loads": 2, "global -> shared copies": 1,
+                   "global stores": 1, "shared loads": 1, "shared stores": 1, "widest global load": "v4"}

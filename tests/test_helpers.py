@@ -854,3 +854,56 @@ def test_show_formats_floats_and_leaves_the_caller_s_table_alone(capsys):
     out = capsys.readouterr().out
     assert "1,655" in out and "26.45" in out and " -" in out and "NaN" not in out
     assert df["launches"].dtype == float  # a copy was formatted
+
+
+# --- Timelines and the roofline ------------------------------------------------------------------------
+def _trace(*events):
+    return {"traceEvents": [dict(ph="X", cat=c, name=n, ts=t, dur=d) for c, n, t, d in events]}
+
+
+def test_a_timeline_keeps_launches_and_kernels_only():
+    trace = _trace(("cpu_op", "aten::mm", 100, 50), ("cuda_runtime", "cudaLaunchKernel", 110, 5),
+                   ("kernel", "gemm", 120, 10), ("cuda_driver", "cuLaunchKernelEx", 130, 4),
+                   ("kernel", "triton_add", 140, 2), ("cuda_runtime", "cudaStreamSynchronize", 150, 30),
+                   ("gpu_memcpy", "Memcpy DtoH", 160, 3), ("cuda_runtime", "cudaGraphLaunch", 170, 6))
+    trace["traceEvents"].append({"ph": "i", "cat": "kernel", "name": "marker", "ts": 1})  # not a span
+    df = helpers.timeline_from_trace(trace)
+    assert list(df["name"]) == ["cudaLaunchKernel", "gemm", "cuLaunchKernelEx", "triton_add", "cudaGraphLaunch"]
+    assert list(df["lane"]) == ["host launches", "GPU kernels", "host launches", "GPU kernels", "host launches"]
+    assert df["start_us"].iloc[0] == 0 and df["start_us"].iloc[-1] == 60
+
+
+def test_a_timeline_summary_counts_overlapping_kernels_once():
+    df = helpers.timeline_from_trace(_trace(("cuda_runtime", "cudaLaunchKernel", 0, 5), ("kernel", "a", 10, 10),
+                                            ("kernel", "b", 15, 10), ("kernel", "c", 40, 10)))
+    s = helpers.timeline_summary(df)
+    assert (s["host launches"], s["GPU kernels"], s["span us"], s["GPU-busy us"]) == (1, 3, 50.0, 25.0)
+    assert s["GPU idle fraction"] == pytest.approx(0.5)
+    plt = pytest.importorskip("matplotlib.pyplot")
+    fig = helpers.plot_timelines({"eager": df, "graph": df})
+    assert len(fig.axes) == 2 and "GPU busy 0.03 ms (50% of the step)" in fig.axes[0].get_title(loc="left")
+    plt.close(fig)
+
+
+def test_step_timeline_says_it_needs_a_gpu(tiny):
+    if helpers.HAS_GPU:
+        pytest.skip("CPU mode only")
+    with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
+        helpers.step_timeline(tiny, helpers.make_prompt(4, vocab_size=tiny.config.vocab_size))
+
+
+def test_the_roofline_draws_each_kernel_under_its_roofs():
+    import pandas as pd
+
+    plt = pytest.importorskip("matplotlib.pyplot")
+    points = pd.DataFrame({"label": ["add", "gemv"], "group": ["slow", "fast"], "flops": [1e6, 2e8],
+                           "bytes": [6e6, 2e8], "gpu_ms": [0.002, 0.05]})
+    fig = helpers.plot_roofline(points, slug="h200")
+    ax = fig.axes[0]
+    assert [c.get_offsets().shape[0] for c in ax.collections] == [1, 1]
+    assert "4,800 GB/s" in ax.get_legend().get_texts()[0].get_text()
+    plt.close(fig)
+    with pytest.raises(ValueError, match="missing columns"):
+        helpers.plot_roofline(points.drop(columns="gpu_ms"), slug="h200")
+    with pytest.raises(ValueError, match="no nominal bandwidth and compute"):
+        helpers.plot_roofline(points, slug="mystery")
