@@ -380,6 +380,8 @@ def test_compare_configs_interleaves_shuffled_rounds_with_an_a_a_pair(tiny, monk
     assert not any(isinstance(m, kernels.TritonRMSNorm) for m in tiny.modules())  # the model is restored
     table = result.table()
     assert list(table["configuration"]) == list(result.tokens_per_s)
+    aa = table.set_index("configuration").loc[helpers.ORIGINAL_AGAIN, "verdict"]
+    assert aa.startswith("A/A floor: ") and aa.endswith("% off 1")  # the floor is not "1.05x slower" than itself
 
 
 def test_compare_configs_on_the_real_generation_path(tiny):
@@ -907,3 +909,10 @@ def test_the_roofline_draws_each_kernel_under_its_roofs():
         helpers.plot_roofline(points.drop(columns="gpu_ms"), slug="h200")
     with pytest.raises(ValueError, match="no nominal bandwidth and compute"):
         helpers.plot_roofline(points, slug="mystery")
+
+
+def test_compare_words_a_ratio_s_unit_both_ways(tmp_path, monkeypatch):
+    monkeypatch.setattr(helpers, "RESULTS_DIR", tmp_path)
+    helpers.record("add.ratio", 0.5, "x slower")
+    row = helpers.compare(["add.ratio"]).iloc[0]
+    assert row["unit"] == "time ratio (above 1: slower)" and row["yours"] == 0.5

@@ -13,8 +13,9 @@ matrix-vector kernel at the lm_head shape at >= 70% of peak and no slower than c
 at 1,024 keys no slower than SDPA; each fused elementwise kernel no slower than the ops it replaces.
 
 ``--gemv-sweep`` ranks gemv configurations (``kernels.GemvConfig``) at the lm_head and fused gate/up
-shapes by one GPU time each, then times the three fastest and ``gemv_config``'s own choice against cuBLAS
-in shuffled rounds: the numbers to tune ``gemv_config`` from (writes gemv_sweep.csv).
+shapes by one GPU time each (printed as they come: the first run compiles some 60 configurations per
+shape, minutes), then times the three fastest and ``gemv_config``'s own choice against cuBLAS in shuffled
+rounds: the numbers to tune ``gemv_config`` from (writes gemv_sweep.csv).
 
 Without a GPU the same cases run at tiny sizes in Triton's interpreter: a smoke test of this script,
 timed on the interpreter's clock, meaningless as speed.
@@ -127,8 +128,12 @@ def gemv_sweep(tiny: bool, rounds: int | None = None):
     for what, (n, k) in shapes.items():
         x, w = randn(g, 1, k), randn(g, n, k)
         default = gemv_config(1, n, k)
-        ranked = sorted(((helpers.ms_per_call(lambda c=c: kernels.gemv(x, w, config=c)), c)
-                         for c in gemv_configs(1, tiny)), key=lambda tc: tc[0])
+        ranked = []
+        for c in gemv_configs(1, tiny):  # printed as it goes: the first run compiles every configuration
+            ranked.append((helpers.ms_per_call(lambda c=c: kernels.gemv(x, w, config=c)), c))
+            print(f"{what} {c.name}: {ranked[-1][0]:.4f} ms ({'GPU time' if helpers.HAS_GPU else 'interpreter'}, "
+                  "one reading)", flush=True)
+        ranked.sort(key=lambda tc: tc[0])
         finalists = {c.name: c for _, c in ranked[:3]}
         finalists.setdefault(default.name, default)
         comparison = helpers.compare_calls({name: (lambda c=c: kernels.gemv(x, w, config=c))
