@@ -39,6 +39,10 @@
 #   microseconds *per launch*, whether the kernel then runs for one microsecond or one second.
 # - **Memory traffic** is the bytes a kernel reads from and writes to the GPU's main memory. For most of
 #   what a language model does at batch size 1, moving bytes, not arithmetic, sets the kernel's speed.
+#   That main memory is DRAM outside the GPU's chip: **HBM** (high-bandwidth memory, stacks of DRAM placed
+#   right beside the chip in one package) on an H200, **GDDR6** (graphics DRAM chips on the card around
+#   it) on a T4. HBM's much wider connection to the chip lets an H200 read about 15 times as many bytes
+#   per second as a T4 (the weight-read floor below gives both figures).
 #
 # A model that generates one token at a time launches many small kernels per token. So before we write
 # a single kernel, we measure the baseline: how fast is the unmodified model, and where does its time go?
@@ -369,8 +373,8 @@ helpers.md(text)
 #
 # To produce one token, every weight of the model has to be read from GPU memory at least once: the
 # matrix multiplications at batch size 1 use each weight exactly once. So the bytes of the weights divided
-# by the GPU's memory bandwidth is a hard floor on the time per token. An H200 reads about 4.8 TB/s, a T4
-# about 320 GB/s. `helpers.bandwidth` compares that floor with the measured decode rate: we give it the
+# by the GPU's memory bandwidth is a hard floor on the time per token. An H200 reads about 4.8 TB/s from
+# its HBM, a T4 about 320 GB/s from its GDDR6 (the vendors' figures, `helpers.NOMINAL_GB_S`). `helpers.bandwidth` compares that floor with the measured decode rate: we give it the
 # decoded tokens/s from above, 1000 / (wall ms per decoded token), prefill excluded,
 # so that the floor (per decoded token) is set against the time of a decoded token. The *floor fraction*
 # is the share of the hardware's best that the run achieved.

@@ -82,9 +82,10 @@ print(inspect.getsource(inspect.getmodule(kernels.add)))
 # %% [markdown]
 # ### Programs, blocks and masks
 #
-# A GPU kernel is written from the point of view of **one program**. The launcher starts a *grid* of
-# programs, here `cdiv(n_elements, BLOCK_SIZE)` of them, rounded up, and they all run the same code. The
-# only thing that tells them apart is `tl.program_id(axis=0)`: 0 for the first, 1 for the second, and so on.
+# A GPU kernel is written from the point of view of **one program**: one running instance of the kernel,
+# in charge of one block of the data. The launcher starts a *grid* of programs, here
+# `cdiv(n_elements, BLOCK_SIZE)` of them, rounded up, and they all run the same code. The only thing that
+# tells them apart is `tl.program_id(axis=0)`: 0 for the first, 1 for the second, and so on.
 #
 # - `offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)` gives each program its own slice of the
 #   vector: program 0 takes elements 0 to `BLOCK_SIZE - 1`, program 1 the next `BLOCK_SIZE`, and so on.
@@ -95,8 +96,18 @@ print(inspect.getsource(inspect.getmodule(kernels.add)))
 # - `tl.load` and `tl.store` move data between the GPU's main memory and the program's registers; the
 #   addition in between happens in registers.
 #
-# The cell below replays that arithmetic in plain PyTorch for a toy case, 10 elements in blocks of 4, so
-# you can see what each program would touch.
+# Where do the programs run? A GPU is built from **streaming multiprocessors** (**SMs**), each a processor
+# with its own cores, registers and small on-chip memories: a T4 has 40, an H200 132. The GPU hands each
+# program of the grid to one SM, which runs it from start to end, several programs side by side; programs
+# beyond what the SMs can hold at once wait for a free place. (CUDA calls a program a *thread block*.)
+# Inside the SM a program's threads run in **warps**: groups of 32 threads that execute one instruction
+# together, each on its own data. `num_warps`, an option of every Triton launch, sets how many warps one
+# program gets; our launcher leaves Triton's default, 4 warps (128 threads), so each thread handles 8 of
+# a block's 1024 elements. At $2^{20}$ elements the grid has 1024 programs: about 8 per SM on an H200,
+# about 26 on a T4.
+#
+# The cell below replays the offsets and the mask in plain PyTorch for a toy case, 10 elements in blocks
+# of 4, so you can see what each program would touch.
 
 # %%
 toy_n, toy_block = 10, 4
@@ -141,10 +152,11 @@ except ValueError as err:
 #
 # At the headline size, $2^{20}$ elements on a GPU in full mode, the addition moves $3 \times n$ elements
 # of 2 bytes each (fp16): it reads $x$ and $y$ and writes the output. Where those bytes come from matters.
-# Between the GPU's cores and its main memory (HBM on an H200, GDDR6 on a T4) sits the **L2 cache**, tens
-# of megabytes on an H200, a few on a T4. The GPU clock below replays the same call over and over on the
-# same three tensors; when they fit in L2 they are still there at the next call, and the main memory's
-# nominal bandwidth no longer bounds the time. So the prediction depends on one comparison: the working set
+# Between the GPU's cores and its main memory (HBM on an H200, GDDR6 on a T4: chapter 1) sits the **L2
+# cache**, an on-chip memory shared by all the SMs that keeps recently used data, tens of megabytes on an
+# H200, a few on a T4. The GPU clock below replays the same call over and over on the same three tensors;
+# when they fit in L2 they are still there at the next call, and the main memory's nominal bandwidth no
+# longer bounds the time. So the prediction depends on one comparison: the working set
 # (3 x n x element size) against the L2 cache's size, which the next cell reads from the GPU.
 
 # %%

@@ -224,6 +224,10 @@ print(f"PyTorch Qwen3RMSNorm on [{R1}, {H}], kernels per call:", helpers.fmt(tor
 # square in fp32 in registers, normalises, multiplies by the weight and writes the row once. Per call
 # that is $R$ rows of $H$ elements read and written once each, plus the weight:
 # about $2RHe$ bytes for an element size of $e$ bytes.
+#
+# The launcher also passes `num_warps`, the warps of 32 threads each program gets (chapter 2), chosen by
+# `kernels.configs.row_num_warps` from the row's block size: 4 below 2,048 elements, 8 from 2,048, 16 from
+# 8,192. A Qwen3 hidden state of 1,024 numbers gets 4 warps, 128 threads with 8 elements each.
 
 # %%
 rmsnorm_src = inspect.getmodule(kernels.rmsnorm_fused)

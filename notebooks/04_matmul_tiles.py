@@ -87,6 +87,17 @@ E = torch.tensor([], dtype=DTYPE).element_size()  # bytes per element
 # `cdiv(N, BLOCK_N)`. Masks zero out rows, columns and the last K chunk that fall outside the matrices.
 # The launcher reads $B$ through its strides, so the model's weight, stored as $N \times K$, is passed as
 # the transposed view `weight.t()` without copying it.
+#
+# Its last two arguments set how the GPU runs each program. `num_warps` gives each program its warps of
+# 32 threads (chapter 2): 4 for the default tile, 128 threads sharing a 64 x 64 output tile. `num_stages`
+# is how many K chunks the loop keeps in flight in **shared memory**, a small on-chip memory of each SM
+# that all the threads of a program share: with 2, the blocks of $A$ and $B$ for the next step are being
+# copied in while the current ones are multiplied. Triton overlaps the two with asynchronous copies, which
+# GPUs of compute capability 8.0 and newer have (sm_80; the number is NVIDIA's name for a GPU generation:
+# a T4 is sm_75, an H200 sm_90). `TRITON_INTERPRET=0 python -m kernels.aot --ptx` compiles the kernels
+# for both, no GPU needed, and shows the difference: for an H200 the default tile copies asynchronously
+# and uses 16 KiB of shared memory, two chunks of $A$ and $B$; for a T4 it has no such copies and uses
+# 8 KiB. Every tile of the list uses 2 stages, and the CPU interpreter ignores both arguments.
 
 # %%
 matmul_src = inspect.getmodule(kernels.matmul)
@@ -145,8 +156,13 @@ helpers.md(
 # ## Timing against PyTorch
 #
 # PyTorch hands a matmul to cuBLAS, NVIDIA's library, tuned for each GPU for years; on a T4 it uses the
-# tensor cores, which Triton does not use there (on sm_75 it compiles `tl.dot` to ordinary fused
-# multiply-adds). So we expect to lose. How much, and where, is the interesting part. We time two shapes:
+# **tensor cores**, units in each SM that multiply small matrix tiles with one instruction, while the
+# ordinary cores do one fused multiply-add (FMA, $a \cdot b + c$) per thread and instruction: on a T4
+# about 65 TFLOP/s in fp16 against 8.1 in fp32 FMAs (the vendor's figures, `helpers.NOMINAL_TFLOPS`).
+# Triton's `tl.dot` uses them on an H200 but not on a T4: for sm_75 it compiles to ordinary fp32 FMAs.
+# The `kernels.aot --ptx` report named above counts both kinds of instruction, tensor-core `mma` and
+# `fma`, in each GPU's compiled code. So we expect to lose, most of all on a T4. How much, and where, is
+# the interesting part. We time two shapes:
 # the model shape above, and the **decode shape**, one row, which is what every projection sees when the
 # model generates one token at a time.
 #
@@ -332,8 +348,9 @@ helpers.md(text)
 # - **wasted arithmetic** grows with `BLOCK_M`: if the GPU's arithmetic is slow (a T4 running Triton's
 #   `tl.dot` without tensor cores), tall tiles should be slower;
 # - **parallelism**: with one row, the grid is `cdiv(M, BLOCK_M) x cdiv(N, BLOCK_N)` = `cdiv(N, BLOCK_N)`
-#   programs. Wide tiles make few programs, and a program runs on one multiprocessor, so a grid with fewer
-#   programs than the GPU has multiprocessors leaves some of them without work while the weights are read.
+#   programs. Wide tiles make few programs, and a program runs on one multiprocessor (SM, chapter 2), so
+#   a grid with fewer programs than the GPU has multiprocessors leaves some of them without work while
+#   the weights are read.
 #
 # Most tiles of the list differ from each other in several sizes at once (BLOCK_M, BLOCK_N, BLOCK_K, warps),
 # so a gap between two of them cannot be pinned on one size. To test each idea, the reading compares tiles
