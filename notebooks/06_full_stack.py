@@ -122,7 +122,9 @@ assert ok, f"the custom stack moved the logits by {rel:.1e} of their scale (tole
 #
 # 1. **Our launches per token** equal the hand count below (a count, so exactly).
 # 2. **All launches per token** go up by about the attention loop's launches, 3 per query head per layer
-#    (the other swaps replace PyTorch's launches with ours): within 20% of that (`helpers.PREDICTION_BAR`).
+#    (a guess that the other swaps trade PyTorch's launches for ours about one for one; they do not quite:
+#    the two-pass RMSNorm removes several PyTorch launches per norm, and the attention loop brings PyTorch
+#    glue of its own, chapter 5): within 20% of that (`helpers.PREDICTION_BAR`).
 # 3. **The GPU-busy time per token** goes up (our kernels are less efficient than PyTorch's, but the work
 #    is tiny), by less than half of the wall time the custom model adds per token.
 # 4. **The rest of the added wall time** is the host launching kernels: tens of microseconds per extra
