@@ -1240,10 +1240,13 @@ def verdict(ratio: Ratio | float, floor: Ratio | None = None) -> Verdict:
 
 
 def _shuffled(names, r: int, seed: int) -> list:
-    """Round ``r``'s order of ``names``: shuffled with a fixed seed, so every run sees the same orders."""
+    """Round ``r``'s order of ``names``: shuffled with a fixed seed (every run sees the same orders), and
+    counterbalanced: each pair of rounds runs one shuffled order forwards, then backwards (ABBA). Over a pair
+    every name sits at the same mean position, so a host that drifts steadily within a round slows no name
+    more than another, and the original and its A/A copy swap places."""
     order = list(names)
-    random.Random(seed * 10_007 + r).shuffle(order)
-    return order
+    random.Random(seed * 10_007 + r // 2).shuffle(order)
+    return order[::-1] if r % 2 else order
 
 
 def _ratios_to(times: dict, base: str) -> dict:
@@ -1367,7 +1370,8 @@ def compare_configs(model, configs: dict, prompt_len: int | None = None, new_tok
     in every run before the timed part). The original
     and its copy ``ORIGINAL_AGAIN`` are always added: their ratio is the run's A/A noise floor. Each of
     ``rounds`` rounds times one greedy generation of every configuration, in an order shuffled with a fixed
-    seed; each configuration's time is divided by the original's time of the same round. When
+    seed and counterbalanced (``_shuffled``: each pair of rounds runs one order forwards, then backwards);
+    each configuration's time is divided by the original's time of the same round. When
     ``new_tokens`` > 1, each generation is followed by a 1-token one, so that the wall time per decoded token
     (``Comparison.decode_ms``) comes from the same rounds. ``profile`` (True, or names) also counts launches
     and GPU-busy time per decoded token after the rounds (``Comparison.profile``).

@@ -374,6 +374,7 @@ def test_compare_configs_interleaves_shuffled_rounds_with_an_a_a_pair(tiny, monk
     assert result.verdict(helpers.ORIGINAL_AGAIN).text == "within noise"
     assert all(sorted(order) == sorted(result.tokens_per_s) for order in result.orders)
     assert len({tuple(o) for o in result.orders}) > 1, "every round in the same order: not shuffled"
+    assert all(b == a[::-1] for a, b in zip(result.orders[::2], result.orders[1::2]))  # counterbalanced pairs
     again = helpers.compare_configs(tiny, {"two-pass RMSNorm": dict(rmsnorm="two_pass")}, prompt_len=4,
                                     new_tokens=8, rounds=6, seed=3)
     assert again.orders == result.orders  # a fixed seed: the same shuffles every run
@@ -916,3 +917,13 @@ def test_compare_words_a_ratio_s_unit_both_ways(tmp_path, monkeypatch):
     helpers.record("add.ratio", 0.5, "x slower")
     row = helpers.compare(["add.ratio"]).iloc[0]
     assert row["unit"] == "time ratio (above 1: slower)" and row["yours"] == 0.5
+
+
+def test_shuffled_rounds_give_every_name_the_same_mean_position():
+    """ABBA: over each pair of rounds every configuration sits at the same mean position, so a steady drift of
+    the host within a round biases no ratio, the A/A pair's included."""
+    names = ["original", "original (again)", "a", "b", "c"]
+    orders = [helpers._shuffled(names, r, seed=0) for r in range(8)]
+    assert len({tuple(o) for o in orders[::2]}) > 1  # the pairs differ from each other
+    for name in names:
+        assert sum(o.index(name) for o in orders) / len(orders) == (len(names) - 1) / 2
