@@ -267,17 +267,28 @@ def instruction_mix(ptx: str) -> dict:
     return mix
 
 
+def _ptxas(arch: int) -> str:
+    """The path of the ptxas that Triton ships for compute capability ``arch``."""
+    try:
+        from triton.backends.nvidia.compiler import get_ptxas
+
+        return get_ptxas(arch).path
+    except (ImportError, AttributeError):  # an older layout
+        from triton import knobs
+
+        return knobs.nvidia.ptxas.path
+
+
 def registers_per_thread(ptx: str) -> int:
     """Registers per thread, as ptxas (the assembler Triton ships) allocates them for the PTX's target."""
-    from triton import knobs
-
     target = re.search(r"^\.target\s+(sm_\w+)", ptx, re.M)
     if target is None:
         raise ValueError("ptx: no .target line")
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "kernel.ptx"
         path.write_text(ptx)
-        done = subprocess.run([knobs.nvidia.ptxas.path, "-v", f"--gpu-name={target.group(1)}", str(path),
+        arch = int(re.sub(r"\D", "", target.group(1)))  # sm_90a -> 90
+        done = subprocess.run([_ptxas(arch), "-v", f"--gpu-name={target.group(1)}", str(path),
                                "-o", str(Path(tmp) / "kernel.cubin")], capture_output=True, text=True)
     used = re.search(r"Used (\d+) registers", done.stdout + done.stderr)
     if done.returncode != 0 or used is None:
