@@ -208,9 +208,9 @@ def compile_spec(spec: CompileSpec, cc: int, divisible_ints: bool = False):
 
     # data pointers from PyTorch are 16-byte aligned: the hint the JIT gives them at run time (and to
     # integers that are multiples of 16, with divisible_ints)
-    pointers = [i for i, t in enumerate(spec.signature.values())
-                if t.startswith("*") or (divisible_ints and t == "i32")]
-    attrs = {(i,): [["tt.divisibility", 16]] for i in pointers}
+    divisible = [i for i, t in enumerate(spec.signature.values())
+                 if t.startswith("*") or (divisible_ints and t == "i32")]
+    attrs = {(i,): [["tt.divisibility", 16]] for i in divisible}
     src = ASTSource(fn=spec.kernel, signature=spec.signature, constexprs=spec.constexprs, attrs=attrs)
     return triton.compile(src, target=GPUTarget("cuda", cc, 32), options=dict(spec.options))
 
