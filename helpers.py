@@ -923,6 +923,200 @@ def plot_roofline(points, slug: str | None = None, name: str | None = None):
     return fig
 
 
+# --- The machine: what a GPU is made of (chapter 1, used after) ----------------------------------
+# Data-sheet figures of the two GPUs the series compares: the reader's T4 and the H200 of the committed run.
+# Per streaming multiprocessor (SM): registers and the most shared memory one SM can hold; then the whole GPU.
+GPU_SPECS = {
+    "t4": {"name": "Tesla T4", "compute capability": "7.5", "SMs": 40, "warps per SM (most resident)": 32,
+           "registers per SM (KiB)": 256, "shared memory per SM (KiB)": 64, "L2 (MiB)": 4, "memory (GiB)": 15,
+           "memory": "GDDR6"},
+    "h200": {"name": "NVIDIA H200", "compute capability": "9.0", "SMs": 132, "warps per SM (most resident)": 64,
+             "registers per SM (KiB)": 256, "shared memory per SM (KiB)": 228, "L2 (MiB)": 50, "memory (GiB)": 141,
+             "memory": "HBM3e"},
+}
+
+
+def _nominal_rows(slug: str) -> dict:
+    gb_s = NOMINAL_GB_S.get(slug)
+    tensor, fma = NOMINAL_TFLOPS.get(slug, (None, None))
+    return {"memory bandwidth (GB/s, nominal)": gb_s, "fp16 tensor-core TFLOP/s (nominal)": tensor,
+            "fp32 FMA TFLOP/s (nominal)": fma,
+            "ridge point (flop per byte)": round(tensor * 1e3 / gb_s) if gb_s and tensor else None}
+
+
+def gpu_specs() -> dict:
+    """This GPU's figures in ``GPU_SPECS``'s rows, from ``torch.cuda.get_device_properties`` (sizes) and the
+    nominal tables (bandwidth, compute); {} in CPU mode."""
+    if not HAS_GPU:
+        return {}
+    p = torch.cuda.get_device_properties(0)
+    smem = getattr(p, "shared_memory_per_multiprocessor", 0) or getattr(p, "shared_memory_per_block_optin", 0)
+    regs = getattr(p, "regs_per_multiprocessor", 0)
+    threads = getattr(p, "max_threads_per_multi_processor", 0)
+    return {"name": p.name, "compute capability": f"{p.major}.{p.minor}", "SMs": p.multi_processor_count,
+            "warps per SM (most resident)": threads // 32 or None,
+            "registers per SM (KiB)": regs * 4 // 1024 or None, "shared memory per SM (KiB)": smem // 1024 or None,
+            "L2 (MiB)": round(getattr(p, "L2_cache_size", 0) / 2**20, 1) or None,
+            "memory (GiB)": round(p.total_memory / 2**30), "memory": "", **_nominal_rows(SLUG)}
+
+
+def gpu_table():
+    """The reader's GPU beside the T4 and the H200: one row per property, one column per GPU."""
+    import pandas as pd
+
+    columns = {}
+    if HAS_GPU:
+        columns[f"yours ({_gpu_name()})"] = gpu_specs()
+    for slug, spec in GPU_SPECS.items():
+        columns[spec["name"]] = {**spec, **_nominal_rows(slug)}
+    df = pd.DataFrame(columns).drop(index=["name"])
+    df.index.name = "property"
+    return df.fillna("")
+
+
+def plot_memory_hierarchy(name: str | None = None):
+    """Where data can live on each GPU of ``gpu_table``: registers and shared memory (all SMs together), L2
+    and device memory, on one log axis of bytes, with the device memory's bandwidth. The closer to the
+    cores, the smaller: a kernel that reads its weights once is paced by the last row."""
+    import matplotlib.pyplot as plt
+
+    specs = {spec["name"]: {**spec, **_nominal_rows(slug)} for slug, spec in GPU_SPECS.items()}
+    if HAS_GPU and SLUG not in GPU_SPECS:
+        specs[f"yours ({_gpu_name()})"] = gpu_specs()
+    levels = (("registers (all SMs)", lambda s: s["registers per SM (KiB)"] * s["SMs"] * 2**10),
+              ("shared memory (all SMs)", lambda s: s["shared memory per SM (KiB)"] * s["SMs"] * 2**10),
+              ("L2 cache", lambda s: s["L2 (MiB)"] * 2**20), ("device memory", lambda s: s["memory (GiB)"] * 2**30))
+    fig, ax = plt.subplots(figsize=(9, 3.6))
+    height = 0.8 / len(specs)
+    for i, (gpu, spec) in enumerate(specs.items()):
+        sizes = [size(spec) if all(spec.get(k) for k in ("SMs", "registers per SM (KiB)")) else 0
+                 for _, size in levels]
+        y = [row + i * height for row in range(len(levels))]
+        ax.barh(y, sizes, height=height * 0.9, label=gpu)
+        gb_s = spec.get("memory bandwidth (GB/s, nominal)")
+        for row, (yi, size) in enumerate(zip(y, sizes)):
+            if size:
+                text = _bytes_label(size) + (f", read at {gb_s:,} GB/s" if gb_s and row == len(levels) - 1 else "")
+                ax.annotate(text, (size, yi), xytext=(3, 0), textcoords="offset points", va="center", fontsize=8)
+    ax.set_xscale("log")
+    ax.set_xlim(1e5, 1e13)
+    ax.set_yticks([row + 0.4 - height / 2 for row in range(len(levels))], [name for name, _ in levels])
+    ax.invert_yaxis()
+    ax.set_xlabel("bytes (log scale; data-sheet sizes)")
+    ax.set_title("Where the data lives: smaller and closer to the cores towards the top", loc="left", fontsize=10)
+    ax.legend(fontsize=8, loc="upper right")
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    if name:
+        save_figure(fig, name)
+    return fig
+
+
+def _bytes_label(n: float) -> str:
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:,.0f} {unit}" if n / size >= 10 else f"{n / size:.1f} {unit}"
+    return f"{n:.0f} B"
+
+
+REGIMES = ("overhead-bound", "memory-bound", "compute-bound")
+
+
+def regime(host_ms: float | None, gpu_ms: float | None, flops: float, bytes_moved: float,
+           slug: str | None = None) -> tuple[str, str]:
+    """Which of ``REGIMES`` a call lives in, and why, from its two clocks and its work.
+
+    Overhead-bound when the host takes longer to issue the call than the GPU takes to run it (the GPU
+    waits); otherwise memory-bound when its arithmetic intensity (flop per byte) is below the GPU's ridge
+    point (peak tensor-core flop/s over bandwidth), compute-bound above it. Returns (regime, reason)."""
+    slug = slug or SLUG
+    for arg, value in (("flops", flops), ("bytes_moved", bytes_moved)):
+        if not value or value < 0:
+            raise ValueError(f"{arg} must be a positive number, got {value!r}")
+    if gpu_ms is None:
+        return "unknown", "no GPU clock in CPU mode: the regime needs a GPU time"
+    if host_ms is not None and host_ms > gpu_ms:
+        return REGIMES[0], f"the host needs {host_ms * 1e3:.1f} µs per call, the GPU {gpu_ms * 1e3:.1f} µs"
+    ridge = _nominal_rows(slug)["ridge point (flop per byte)"]
+    if ridge is None:
+        return "unknown", f"no nominal bandwidth and compute for {slug!r}"
+    intensity = flops / bytes_moved
+    side = REGIMES[1] if intensity < ridge else REGIMES[2]
+    return side, f"{intensity:.2g} flop per byte against a ridge point of {ridge} on {slug}"
+
+
+# --- What the compiler made (chapters 2-4) ---------------------------------------------------------
+def _aot(*args: str) -> str:
+    """``python -m kernels.aot ARGS`` in a fresh process with Triton's compiler (the interpreter, which
+    CPU mode uses, replaces it): compiles ahead of time for a T4 and an H200, with or without a GPU."""
+    import subprocess
+
+    env = {**os.environ, "TRITON_INTERPRET": "0"}
+    done = subprocess.run([sys.executable, "-m", "kernels.aot", *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=600)
+    if done.returncode != 0:
+        raise RuntimeError(f"python -m kernels.aot {' '.join(args)} failed: {done.stderr[-2000:]}")
+    return done.stdout
+
+
+_COMPILER_TABLE = None
+
+
+def compiler_table(kernels=None):
+    """``kernels.aot.compiler_table`` as a DataFrame (one row per kernel, configuration and target: sm_75
+    and sm_90 side by side), optionally only the kernels named in ``kernels``. Computed once per process."""
+    import json
+
+    import pandas as pd
+
+    global _COMPILER_TABLE
+    if _COMPILER_TABLE is None:
+        _COMPILER_TABLE = pd.DataFrame(json.loads(_aot("--ptx")))
+    df = _COMPILER_TABLE
+    if kernels is not None:
+        unknown = set(kernels) - set(df["kernel"])
+        if unknown:
+            raise ValueError(f"kernels: not in the compiler table: {sorted(unknown)}; known: {sorted(set(df['kernel']))}")
+        df = df[df["kernel"].isin(kernels)]
+    return df.reset_index(drop=True)
+
+
+def ptx_excerpt(kernel: str, label: str, cc: int, pattern: str, max_lines: int = 8) -> str:
+    """The first ``max_lines`` PTX lines of one compiled kernel (``compiler_table``'s kernel and label, for
+    compute capability ``cc``) that match the regular expression ``pattern``, stripped, with a count of
+    the rest: an excerpt to annotate, not pages of PTX."""
+    if max_lines < 1:
+        raise ValueError(f"max_lines must be at least 1, got {max_lines}")
+    lines = [line.strip() for line in _aot("--ptx-text", kernel, label, str(cc)).splitlines()
+             if re.search(pattern, line)]
+    more = f"\n... and {len(lines) - max_lines} more matching lines" if len(lines) > max_lines else ""
+    return "\n".join(lines[:max_lines]) + more if lines else f"(no line of the PTX matches {pattern!r})"
+
+
+# --- Exercises: the reader's guess against a measurement --------------------------------------------
+ANSWERS = ("faster", "slower", "same")
+
+
+def check_answer(answer: str | None, ratio: "Ratio | float", floor: "Ratio | None" = None,
+                 change: str = "the change", clock: str = "") -> str:
+    """Check an exercise: ``answer`` ("faster", "slower" or "same"; None before the reader answers)
+    against a measured time ratio (above 1: slower) judged by ``verdict`` with the run's A/A floor.
+    Prints the measurement and whether the answer matches it; returns the measured word."""
+    if answer is not None and answer not in ANSWERS:
+        raise ValueError(f"answer must be one of {ANSWERS} or None, got {answer!r}")
+    v = verdict(ratio, floor)
+    measured = "same" if not v.real else "slower" if v.ratio > 1 else "faster"
+    said = f"{change}: {v.ratio:.3g}x the time ({v.text}{'; ' + v.reason if v.reason else ''})"
+    said += f", {clock}" if clock else ""
+    if answer is None:
+        md(f"**Measured** {said}. Set `answer` to one of {', '.join(repr(a) for a in ANSWERS)} and run the cell "
+           "again to check yourself.")
+    else:
+        mark = "matches" if answer == measured else f"does not match (measured: {measured!r})"
+        md(f"**Your answer {answer!r} {mark}.** Measured {said}.")
+    return measured
+
+
 def bandwidth(model, tokens_per_s: float) -> dict:
     """Weight bytes read per second against the GPU's nominal bandwidth.
 

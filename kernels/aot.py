@@ -339,5 +339,23 @@ def compiler_table(ccs=tuple(SM_LIMITS), kernels=TEACHING_KERNELS, dtype: str = 
     return rows
 
 
+def ptx_text(kernel: str, label: str, cc: int, dtype: str = "fp16") -> str:
+    """The PTX of one teaching kernel configuration (``compiler_table``'s kernel and label) for ``cc``,
+    specialised as at the model's shapes."""
+    specs = {(s.name, s.label): s for s in compile_specs(dtype)}
+    if (kernel, label) not in specs:
+        known = sorted(label_ for name, label_ in specs if name == kernel)
+        raise ValueError(f"kernel, label: no spec {kernel!r} {label!r}; labels of {kernel!r}: {known}")
+    if cc not in SM_LIMITS:
+        raise ValueError(f"cc must be one of {sorted(SM_LIMITS)}, got {cc!r}")
+    return compile_spec(_as_launched(specs[kernel, label]), cc, divisible_ints=True).asm["ptx"]
+
+
 if __name__ == "__main__":
-    print(json.dumps(compiler_table() if "--ptx" in sys.argv[1:] else compile_report(), indent=1))
+    args = sys.argv[1:]
+    if args[:1] == ["--ptx-text"]:  # --ptx-text KERNEL LABEL CC: one kernel's PTX
+        if len(args) != 4:
+            raise SystemExit("usage: python -m kernels.aot --ptx-text KERNEL LABEL CC")
+        print(ptx_text(args[1], args[2], int(args[3])))
+    else:
+        print(json.dumps(compiler_table() if "--ptx" in args else compile_report(), indent=1))

@@ -15,11 +15,16 @@
 # In this chapter you will learn:
 # - why slowing a model down on purpose is a good way to learn how a GPU spends its time;
 # - what a *kernel*, a *kernel launch* and *memory traffic* are, in plain words;
+# - what the GPU you are on is made of (SMs, warps, registers, shared memory, L2, device memory, tensor
+#   cores, occupancy), beside a T4 and an H200, and the three regimes every time falls into:
+#   overhead-bound, memory-bound, compute-bound;
 # - how to load Qwen3-0.6B, count the modules we will later replace, and generate text reproducibly;
 # - how to measure tokens per second, with and without the KV cache, so that noise cannot fool you:
 #   interleaved rounds, and the original model measured against itself (the *A/A floor*);
 # - where the time of one generated token actually goes: launches, GPU-busy time, wall time, and the
-#   weight-read floor that no implementation can beat.
+#   weight-read floor that no implementation can beat; which regime that puts a decode step in, and what
+#   one decode step looks like on a time axis (on a GPU);
+# - how to check your own guesses about the three regimes with three small experiments.
 
 # %% [markdown]
 # ## The idea
@@ -82,6 +87,147 @@ helpers.show_env()
 # moves it freely. Pinned or not, every tokens/s comparison in this series also times the original model
 # against itself, and how far that *A/A* pair strays from 1 (the *A/A floor*) is the noise any real
 # difference has to beat.
+
+# %% [markdown]
+# ## The GPU you are on
+#
+# Every later chapter talks about the machine underneath: SMs, warps, registers, the L2 cache, tensor
+# cores. Here is a short model of it, with the figures of your GPU (from `torch.cuda.get_device_properties`)
+# beside those of a T4 (the blog's GPU) and an H200 (the GPU of this series' committed run). The T4's and
+# the H200's columns are data-sheet figures; the bandwidth and compute rows are the vendors' nominal peaks
+# (`helpers.NOMINAL_GB_S`, `helpers.NOMINAL_TFLOPS`), which real kernels approach but do not reach.
+
+# %%
+import matplotlib.pyplot as plt
+
+gpus = helpers.gpu_table()  # one column per GPU: yours (GPU mode only), a T4, an H200
+helpers.show(gpus)
+
+# %% [markdown]
+# The figure puts the places where data can live on one axis of bytes, from the registers, closest to the
+# arithmetic, down to device memory. The further down, the slower to reach; the three on-chip rows hold
+# megabytes, device memory holds gigabytes. (The sizes do not shrink at every step up, whatever the
+# title says: the registers of all SMs together outweigh their shared memory.) A kernel that reads every
+# byte once, as most kernels of a model at batch size 1 do, is paced by the last row's bandwidth.
+
+# %%
+fig = helpers.plot_memory_hierarchy(name="memory_hierarchy")
+plt.show()
+
+# %%
+import numbers
+
+who = {c: "your GPU" if c.startswith("yours") else "a T4" if "T4" in c else "an H200" for c in gpus.columns}
+specs = {who[c]: {k: (None if v == "" else v) for k, v in gpus[c].items()} for c in gpus.columns}
+
+
+def across(figure, unit=""):
+    """``figure(spec)`` for each GPU of the table in words: "your GPU 132, a T4 40, an H200 132" (a GPU
+    whose properties lack a figure is left out)."""
+    parts = []
+    for name, spec in specs.items():
+        try:
+            value = figure(spec)
+        except TypeError:  # a figure torch did not report for this GPU
+            continue
+        if value is not None:
+            if isinstance(value, numbers.Number):
+                value = f"{value:,.0f}" if value == int(value) else f"{value:.3g}"
+            parts.append(f"{name} {value}{unit}")
+    return ", ".join(parts)
+
+
+WARPS, REGS = 4, 64  # an example program: Triton's default num_warps, 64 registers per thread
+program_regs_kib = WARPS * 32 * REGS * 4 / 1024  # 4-byte registers
+helpers.md("\n".join([
+    ("There is no GPU in this run (CPU mode), so only the T4's and the H200's figures appear below. "
+     if not helpers.HAS_GPU else "") + "The terms, once each:",
+    "",
+    ("- A **streaming multiprocessor (SM)** is one of the GPU's identical processors, each with its own "
+     "arithmetic units, registers and shared memory; a kernel's work is cut into pieces spread over all "
+     f"of them. SMs: {across(lambda s: s['SMs'])}."),
+    ("- A **thread** runs the kernel's code on its own data. 32 threads form a **warp**, which executes one "
+     "instruction at a time for all 32 together. A Triton **program** (CUDA calls it a *thread block*) is "
+     "`num_warps` warps (Triton's default is 4, so 128 threads) working on one block of the data; it runs on "
+     "one SM from start to end. Most warps resident on one SM: "
+     f"{across(lambda s: s['warps per SM (most resident)'])}; so the whole GPU runs at most "
+     f"{across(lambda s: s['SMs'] * s['warps per SM (most resident)'] * 32, ' threads')} at once."),
+    ("- **Registers** are each thread's private variables, the fastest storage there is, shared out among "
+     "the threads resident on an SM: the more registers a thread needs, the fewer threads fit. Per SM: "
+     f"{across(lambda s: s['registers per SM (KiB)'], ' KiB')}."),
+    ("- **Shared memory** is a small on-chip memory of each SM that the threads of one program share: a "
+     "matmul keeps tiles of its inputs there, several tiles in flight with Triton's `num_stages`. Per SM: "
+     f"{across(lambda s: s['shared memory per SM (KiB)'], ' KiB')}."),
+    ("- The **L2 cache** sits between all the SMs and device memory: bytes read or written recently come "
+     f"from there while they still fit. Its size: {across(lambda s: s['L2 (MiB)'], ' MiB')}."),
+    ("- **Device memory** is the GPU's main memory (HBM or GDDR6, above): "
+     f"{across(lambda s: s['memory (GiB)'], ' GiB')}. Its **bandwidth** is the rate at which kernels can "
+     f"read and write it: {across(lambda s: s['memory bandwidth (GB/s, nominal)'], ' GB/s')} (nominal). "
+     "Reading one gigabyte therefore takes at least "
+     f"{across(lambda s: 1e3 / s['memory bandwidth (GB/s, nominal)'], ' ms')}."),
+    ("- **Tensor cores** are units in each SM that multiply small matrices in one instruction (`mma`), fp16 "
+     f"in and fp32 accumulated: {across(lambda s: s['fp16 tensor-core TFLOP/s (nominal)'], ' TFLOP/s')} "
+     "(nominal). A matmul that does not use them computes with ordinary **FMA** instructions (one fused "
+     "multiply-add per thread per instruction), accumulating in fp32: "
+     f"{across(lambda s: s['fp32 FMA TFLOP/s (nominal)'], ' TFLOP/s')}. The tensor cores multiply "
+     f"{across(lambda s: round(s['fp16 tensor-core TFLOP/s (nominal)'] / s['fp32 FMA TFLOP/s (nominal)']), ' times')} "
+     "as fast. Chapters 2 to 4 show which of the two Triton's compiler uses on each GPU."),
+    ("- **Occupancy** is how many programs an SM holds at once (programs resident per SM), set by whichever "
+     f"runs out first: warps, registers or shared memory. A program of {WARPS} warps whose threads need "
+     f"{REGS} registers each holds {program_regs_kib:.0f} KiB of registers. Such programs per SM, as the warps "
+     f"allow: {across(lambda s: s['warps per SM (most resident)'] // WARPS)}; as the registers allow: "
+     f"{across(lambda s: int(s['registers per SM (KiB)'] // program_regs_kib))}. A grid of more programs "
+     "than the SMs can hold runs in waves, and a grid of fewer leaves SMs idle."),
+]))
+
+# %% [markdown]
+# ### Three regimes
+#
+# Horace He's essay "Making Deep Learning Go Brrrr From First Principles" sorts the time of any GPU program
+# into three regimes, and every number in this series falls into one of them:
+#
+# - **overhead-bound**: the GPU waits for the host. Python, PyTorch's dispatcher and the launch itself take
+#   longer to issue a kernel than the GPU takes to run it, so the GPU sits idle between kernels. Doing
+#   more work per kernel costs (almost) nothing; doing it in more kernels costs a launch each.
+# - **memory-bound**: the GPU is busy, but its SMs mostly wait for bytes from device memory. The time grows
+#   with the bytes moved, not with the arithmetic.
+# - **compute-bound**: the arithmetic units are the limit; the time grows with the floating-point
+#   operations (flop).
+#
+# Which of the last two a kernel is in depends on its **arithmetic intensity**: flop per byte moved
+# between device memory and the SMs. A GPU's **ridge point** is its peak flop/s over its bandwidth: below
+# it, a kernel cannot use all the arithmetic before the bytes run out (memory-bound); above it, it can
+# (compute-bound). A **roofline** plot (chapter 4) draws exactly that line. `helpers.regime(host_ms, gpu_ms,
+# flops, bytes)` applies the rule to one call: overhead-bound when the host's time per call exceeds the GPU's,
+# otherwise intensity against the ridge point.
+
+# %%
+helpers.md(
+    f"Ridge points (fp16 tensor-core flop/s over bandwidth): "
+    f"{across(lambda s: s['ridge point (flop per byte)'], ' flop per byte')}. Without the tensor cores, "
+    f"the FMA peak gives a ridge point of "
+    f"{across(lambda s: s['fp32 FMA TFLOP/s (nominal)'] * 1e3 / s['memory bandwidth (GB/s, nominal)'], ' flop per byte')}."
+    " Adding two fp16 vectors does 1 flop per 6 bytes (read two numbers, write one); a matrix-vector "
+    "product reads each 2-byte weight for one multiply and one add, 1 flop per byte: both far below any "
+    "ridge point."
+)
+
+# %% [markdown]
+# Where the series' experiments are expected to live. These are expectations, not results: each chapter
+# measures its own and says whether the expectation held on your GPU.
+#
+# | chapter: experiment | expected regime | why |
+# |---|---|---|
+# | 2: vector add | overhead-bound when small, memory-bound when large | 1 flop per 6 bytes; a small vector moves its bytes faster than the host can launch the kernel |
+# | 3: RMSNorm (and its un-fused split) | overhead-bound at the decode shape (one row), memory-bound at many rows | a few flop per element read; the split adds a launch and a second read of the data |
+# | 4: matmul at the decode shape (one row) | memory-bound on the GPU clock, overhead-bound on the host's | every weight is read for one multiply-add: about 1 flop per byte |
+# | 4: matmul at the prefill shape (many rows) | towards compute-bound | each weight read now serves every row, so the intensity grows with the rows; without tensor cores (Triton on a T4) the ridge point is much lower |
+# | 5: attention of one new token | overhead-bound in the per-head loop, memory-bound in one fused kernel | the loop launches kernels per head; a fused kernel reads the whole KV cache for a few flop per byte |
+# | 6: the all-custom model at batch size 1 | overhead-bound | thousands of launches per token, each kernel tiny |
+# | 7: the context sweep | overhead-bound, with a memory-bound part that grows with the context | attention reads a KV cache that grows with every token of the context |
+# | 9: the fixes (fused kernels, a CUDA graph) | from overhead-bound towards memory-bound | fewer launches, then one graph launch per token, until the weight reads set the pace |
+#
+# This chapter checks its own decode step below, from the measurements it is about to make.
 
 # %% [markdown]
 # ## The model
@@ -164,7 +310,9 @@ else:
 #    Triton compilation for the first pass over each sequence length) never land in a timed run;
 # 2. **rounds**: in each round every configuration generates once, in a shuffled order, synchronised
 #    with the GPU before and after, and its time is divided by the original model's time *in the same
-#    round*. A slow minute on the host slows both runs of a round alike, and the ratio cancels it;
+#    round*. A slow minute on the host slows both runs of a round alike, and the ratio cancels it. The
+#    orders are fixed by a seed (every run sees the same ones) and come in pairs: one round runs an order
+#    forwards, the next runs it backwards, so over a pair no configuration sits earlier than another;
 # 3. **the A/A floor**: the original model takes part twice, as `original` and `original (again)`. Their
 #    ratio should be 1; how far it strays is the noise of this very run;
 # 4. **the verdict**: the result is the median of the per-round ratios, with the quartiles (the middle half
@@ -242,6 +390,7 @@ print(f"no KV cache: median {r.median:.3f}, middle half of the rounds {r.low:.2f
 
 # %%
 tps_again = comparison.tokens_per_s[helpers.ORIGINAL_AGAIN]
+floor_verdict = comparison.verdict(helpers.ORIGINAL_AGAIN)  # the floor against the 5% minimum alone
 text = (
     f"With the cache the model generated **{tps_kv:.1f} tokens/s**, without it **{tps_no_kv:.1f} tokens/s** "
     f"(medians; prefill included); the original's copy, the same model timed in the same rounds, ran at "
@@ -251,7 +400,15 @@ text = (
     f"generation without the cache took a median **{r.median:.2f}x** the time of one with it (middle half of the "
     f"rounds {r.low:.2f}-{r.high:.2f}), while the original against itself gave {floor.median:.2f} (middle half "
     f"{floor.low:.2f}-{floor.high:.2f}): single rounds of the very same model strayed up to "
-    f"{100 * floor_spread:.0f}% from 1. Verdict: **{no_kv.text}**"
+    f"{100 * floor_spread:.0f}% from 1. "
+    + (f"The A/A pair's own median, {100 * abs(floor.median - 1):.0f}% off 1, stood out beyond the series' "
+       f"smallest real effect ({100 * helpers.MIN_EFFECT:.0f}%): the host was noisy in this run (the table "
+       "marks the pair as the A/A floor, not as a verdict), and the bar for a real difference rose with it, to "
+       f"{100 * no_kv.noise:.0f}%. "
+       if floor_verdict.real else
+       f"The A/A pair's own median, {100 * abs(floor.median - 1):.0f}% off 1, did not stand out of the "
+       f"noise ({floor_verdict.reason}). ")
+    + f"Verdict: **{no_kv.text}**"
     + (f", because the median is {no_kv.reason}. " if not no_kv.real and no_kv.reason.startswith("closer") else
        f", because {no_kv.reason}. " if not no_kv.real else ". ")
 )
@@ -324,7 +481,8 @@ print(f"  wall ms per decoded token:     {prof.wall_ms_per_token:.3f} ms "
 print(f"  prefill ({P}-token prompt), wall: {prefill_ms:.3f} ms "
       f"(middle half of the rounds {prefill_rounds.low:.3f}-{prefill_rounds.high:.3f})")
 print("from the profile after the rounds (a short generation under torch.profiler):")
-print(f"  kernel launches per token:     {helpers.fmt(prof.launches_per_token, 0, 'launches')}")
+launches_text = (helpers.fmt(None) if prof.launches_per_token is None else f"{prof.launches_per_token:,.0f} launches")
+print(f"  kernel launches per token:     {launches_text}")
 print(f"  GPU-busy ms per token:         {helpers.fmt(prof.gpu_busy_ms_per_token, 3, 'ms')}")
 if not isolated:
     print("note:", prof.note)
@@ -345,10 +503,12 @@ else:
         f"Each decoded token took **{wall:.2f} wall ms**, during which the GPU was busy for "
         f"{'only ' if idle > 0.5 else ''}**{busy:.2f} GPU ms**: it sat idle **{100 * idle:.0f}%** of the time. "
         f"The model launched "
-        f"**{launches:.0f} kernels** per token: one every {1000 * wall / launches:.1f} µs of wall time, while "
+        f"**{launches:,.0f} kernels** per token: one every {1000 * wall / launches:.1f} µs of wall time, while "
         f"the average kernel ran for {1000 * busy / launches:.1f} µs of GPU time. "
-        + ("So the token's time is set by how fast Python and PyTorch can launch kernels, not by the GPU's "
-           "arithmetic or memory: every launch we add later should show up almost in full."
+        + ("So the token's time is set mostly by how fast Python and PyTorch can launch kernels, not by the "
+           "GPU's arithmetic or memory: launches we add or remove should show up in the wall time, at a price "
+           "per launch that later chapters measure, alone and inside `generate()`, where it need not be the "
+           "same."
            if idle > 0.5 else
            "So on this machine the GPU is busy most of the time: the kernels themselves, not launching "
            "them, set the pace, and extra bytes should cost more than extra launches.")
@@ -357,7 +517,12 @@ else:
 generation_ms = 1000 * n / tps_kv  # the median n-token generation, prefill included
 rebuilt_ms = prefill_ms + (n - 1) * wall  # the same generation, rebuilt from its two parts
 text += (
-    f" The prefill, one pass over all {P} prompt tokens, took {prefill_ms:.1f} wall ms.\n\n"
+    f" The prefill, one pass over all {P} prompt tokens, took {prefill_ms:.1f} wall ms."
+    + (f" Round by round, the wall ms per decoded token ranged over {decode.low:.2f}-{decode.high:.2f} (middle "
+       f"half of the rounds), {100 * (decode.high / decode.low - 1):.0f}% from one end to the other: the host's "
+       "speed varies between rounds, which is why every comparison in this series is read round by round, "
+       "against the original of the same round." if isolated and decode.low > 0 else "")
+    + "\n\n"
     f"**One time per token.** The {tps_kv:.1f} tokens/s of the comparison above is not a second time per "
     f"token: 1000 / {tps_kv:.1f} = {1000 / tps_kv:.2f} wall ms is the median {n}-token generation, "
     f"{generation_ms:.1f} wall ms, spread over its {n} tokens, the prefill included. Rebuilt from the two parts "
@@ -398,6 +563,17 @@ else:
 
 # %%
 wall = prof.wall_ms_per_token
+busy_vs_floor = ""  # the GPU-busy time against the floor: where the kernels themselves stand
+if bw["floor_ms_per_token"] and prof.gpu_busy_ms_per_token:
+    busy, floor_ms = prof.gpu_busy_ms_per_token, bw["floor_ms_per_token"]
+    busy_vs_floor = (
+        f"Even the GPU-busy time alone, {busy:.2f} GPU ms, is {busy / floor_ms:.1f} times the floor"
+        + (f": {prof.launches_per_token:,.0f} kernels of {1000 * busy / prof.launches_per_token:.1f} µs on "
+           "average, each paying a fixed cost to start and to spread over the SMs whatever it moves (chapter 2 "
+           "measures it), so the kernels themselves stay well short of the memory's full rate. "
+           if helpers.verdict(busy / floor_ms).real else
+           ": the kernels themselves run at the memory's rate, and the rest of the time is waiting. ")
+    )
 if bw["floor_fraction"] is None:
     helpers.md(
         f"Reading {bw['model_bytes'] / 1e6:.1f} MB of weights per decoded token at {decode_tps:.1f} decoded "
@@ -412,7 +588,7 @@ else:
         f"its weights at an effective {bw['achieved_gb_s']:.0f} GB/s out of a nominal "
         f"{bw['nominal_gb_s']:.0f} GB/s ({100 * bw['floor_fraction']:.1f}%). "
         "The memory system is far from the limit: the time per token is spent elsewhere, and the profile "
-        "above says where. That gap is the room in which this series makes the model slower."
+        "above says where. " + busy_vs_floor + "That gap is the room in which this series makes the model slower."
         if bw["floor_fraction"] < 0.5 else
         f"The floor is **{bw['floor_ms_per_token']:.2f} GPU ms** per token (weight bytes / nominal bandwidth)"
         f" and a decoded token took "
@@ -421,14 +597,83 @@ else:
     )
 
 # %% [markdown]
-# ## Your numbers beside the blog's
+# ### Which regime is a decode step in?
 #
-# `helpers.compare` lines up your run, the committed H200 run of this series, and the blog's T4 figures.
-# The blog's baseline table did not survive in its text, so its column is empty here; its later
-# chapters quote originals between 22.6 and 23.7 tokens/s on a T4.
+# Now [the three regimes](#Three-regimes) can be told apart with this chapter's own numbers. One decoded
+# token multiplies every weight once and adds the product once: about 2 flop per parameter, while it
+# reads every weight once (2 bytes each in fp16). `helpers.regime` takes the step's two clocks and those
+# flop and bytes. The host's clock is the wall ms per decoded token; it can never fall below the GPU-busy
+# ms, because the host waits for the GPU whenever the GPU is the slower of the two. So the wall time only
+# counts as the host's own time when it lies beyond the GPU-busy time by more than the series' smallest
+# real effect (`helpers.verdict`): then the GPU waited for the host.
 
 # %%
-helpers.show(helpers.compare("baseline"))
+step_flops = 2 * census["parameters"]  # a multiply and an add per weight (attention at this context: negligible)
+step_bytes = census["bytes"]  # every weight read once
+busy = prof.gpu_busy_ms_per_token
+gpu_waited = busy is not None and helpers.verdict(prof.wall_ms_per_token / busy).real  # wall well beyond busy
+step_regime, why = helpers.regime(prof.wall_ms_per_token if gpu_waited else None, busy, step_flops, step_bytes)
+print(f"one decode step: {step_flops / 1e9:.3g} GFLOP over {step_bytes / 1e6:,.1f} MB of weights, "
+      f"{step_flops / step_bytes:.2f} flop per byte")
+print(f"regime: {step_regime} ({why})")
+if prof.gpu_busy_ms_per_token is not None:
+    kernels_regime, kernels_why = helpers.regime(None, prof.gpu_busy_ms_per_token, step_flops, step_bytes)
+    print(f"the step's kernels alone, the host left out: {kernels_regime} ({kernels_why})")
+
+# %%
+if prof.gpu_busy_ms_per_token is None:
+    helpers.md(f"In CPU mode the regime stays **{step_regime}**: {why}. A GPU run puts a word here.")
+else:
+    helpers.md(
+        f"This decode step is **{step_regime}** on this GPU ({why}; one call is one decoded token), and the GPU "
+        f"was idle {100 * prof.gpu_idle_fraction:.0f}% of the step. Were the host's time to vanish (chapter 9 goes "
+        "a long way towards that with a CUDA graph), the kernels alone would be **{kernels_regime}**: {kernels_why}. "
+        "A decode step at batch size 1 can never be better than memory-bound, whatever the kernels: each "
+        "weight serves one multiply-add, and that is the weight-read floor above."
+    )
+
+# %% [markdown]
+# ### One decode step on a time axis
+#
+# The numbers above are sums over a token. The profiler can also show one decode step as a picture: every
+# launch call on the host (top lane, orange) and every kernel on the GPU (bottom lane, blue) on one time
+# axis, traced by `torch.profiler` with `helpers.step_timeline`. The gaps in the bottom lane are the GPU
+# waiting for the host. Tracing every host call adds bookkeeping, so a traced step can run slower than an
+# untraced one can: read the picture's shape and its counts, not its length.
+
+# %%
+if helpers.HAS_GPU:
+    timeline = helpers.step_timeline(model, prompt)  # one eager decode step after the prompt, as generate() makes it
+    fig = helpers.plot_timelines({"original": timeline}, name="timeline_original")
+    plt.show()
+    seen = helpers.timeline_summary(timeline)
+    helpers.md(
+        f"Traced, the step issued **{seen['host launches']:,} host launches** and ran **{seen['GPU kernels']:,} GPU "
+        f"kernels** (the profile above counted {prof.launches_per_token:,.0f} kernels per decoded token). It spanned "
+        f"{seen['span us'] / 1e3:.2f} ms from its first event to its last, against {prof.wall_ms_per_token:.2f} wall "
+        f"ms per decoded token untraced ({seen['span us'] / 1e3 / prof.wall_ms_per_token:.1f}x). The GPU was busy "
+        f"for {seen['GPU-busy us'] / 1e3:.2f} ms of it (the union of its kernels' intervals) and idle "
+        f"**{100 * seen['GPU idle fraction']:.0f}%** of the span"
+        + (": in the picture, the blue lane is mostly gaps, each one a wait for the host's next launch."
+           if seen["GPU idle fraction"] > 0.5 else
+           ": in the picture, the blue lane is mostly filled, and the host stays ahead of the GPU.")
+    )
+else:
+    helpers.md("The timeline needs a GPU: in CPU mode there are no GPU kernels to trace.")
+
+# %% [markdown]
+# ## Your numbers beside the blog's
+#
+# `helpers.compare` lines up your run, the committed H200 run of this series, and the blog's T4 figures,
+# with the verdict your run recorded for each ratio. The blog's baseline table did not survive in its
+# text, so its column is empty here; its later chapters quote originals between 22.6 and 23.7 tokens/s
+# on a T4.
+
+# %%
+beside = helpers.compare("baseline")
+recorded = helpers.results().set_index("id")["verdict"]  # "within noise", "1.80x slower", ... ("" for non-ratios)
+beside["verdict (yours)"] = beside["id"].map(recorded).fillna("")
+helpers.show(beside)
 
 # %% [markdown]
 # ## Takeaway
@@ -443,5 +688,95 @@ helpers.show(helpers.compare("baseline"))
 # - At batch size 1, a token is a long chain of small kernel launches (the profile above counted them).
 #   Compare launches, GPU-busy time and wall time before reading anything into tokens/s: they say whether
 #   a change will cost through extra bytes or through extra launches.
+# - Every time falls into one of [three regimes](#Three-regimes): overhead-bound (the GPU waits for the
+#   host), memory-bound (bytes set the pace) or compute-bound (arithmetic does). A decode step at batch
+#   size 1 is at best memory-bound, and the regime above says where this run's step sits.
+
+# %% [markdown]
+# ## Try it yourself
 #
+# Three small changes, one regime each. Make your guess first: set `answer` to `"faster"`, `"slower"` or
+# `"same"` and run the cell; with `answer = None` it only shows the measurement. Each change is timed
+# against the unchanged call in shuffled rounds, with the unchanged call also timed against itself (its
+# A/A floor), and judged by the series' one rule (`helpers.verdict`). In CPU mode the calls are PyTorch's
+# own CPU operations, timed by the wall clock: the CPU has regimes of its own, so expect other answers
+# there.
+
+# %%
+import torch
+
+DEVICE, DTYPE, SIZES = helpers.DEVICE, helpers.DTYPE, helpers.SIZES
+CPU_CLOCK = "wall time of PyTorch on the CPU (CPU mode)"  # no Triton kernel here, so no interpreter
+
+
+def host_comparison(change, reference, rounds=SIZES.rounds_kernel):
+    """Host time per call (``helpers.host_ms_per_call``: back to back, synchronised) of ``change`` against
+    ``reference``, and of the reference against itself, in rounds that alternate the order: (ratio, floor),
+    both ``helpers.Ratio`` of per-round times over the reference's (above 1: slower)."""
+    calls = {"change": change, "reference": reference, "again": reference}
+    times = {name: [] for name in calls}
+    for r in range(rounds):
+        for name in (list(calls) if r % 2 == 0 else list(calls)[::-1]):
+            times[name].append(helpers.host_ms_per_call(calls[name]))
+    def over_reference(name):
+        return helpers.Ratio.of([t / ref for t, ref in zip(times[name], times["reference"])])
+    return over_reference("change"), over_reference("again")
+
+
+# %% [markdown]
+# **1. Overhead-bound: half the work, the same launch.** Add two vectors of `SIZES.add_n` elements, then
+# only their first halves, and time each call on the **host clock**, calls back to back. Half the bytes,
+# half the arithmetic, but still one launch, and on an H200 the host's price of issuing that launch
+# exceeds the GPU's time to add a vector of this size (chapter 2 measures both on your GPU). Where that
+# holds, expect the time per call to stay where it was: in the overhead-bound regime the work is nearly
+# free.
+
+# %%
+x, y = (torch.randn(SIZES.add_n, device=DEVICE, dtype=DTYPE) for _ in range(2))
+x_half, y_half = x[:SIZES.add_n // 2], y[:SIZES.add_n // 2]  # views, sliced once: slicing costs host time too
+
+answer = None  # your guess: "faster", "slower" or "same"
+ratio, floor = host_comparison(lambda: x_half + y_half, reference=lambda: x + y)
+measured = helpers.check_answer(answer, ratio, floor, change="half the elements",
+                     clock=helpers.CLOCK_LABELS["host"] if helpers.HAS_GPU else CPU_CLOCK)
+
+# %% [markdown]
+# **2. Memory-bound: half the bytes, on the GPU's clock.** The same change on the largest vector of
+# chapter 2's sweep, `max(SIZES.add_sweep)` elements (at full size far larger than any L2 cache), timed on
+# the **GPU clock** (`helpers.compare_calls`: CUDA-graph replay, the host out of the loop). An add does 1
+# flop per 6 bytes, far below any ridge point, so the bytes set its time. Expect it faster, by how much is
+# the question: a kernel also pays a small fixed cost to start, whatever it moves.
+
+# %%
+big = max(SIZES.add_sweep)
+a, b, out = (torch.randn(big, device=DEVICE, dtype=DTYPE) for _ in range(3))
+a_half, b_half, out_half = a[:big // 2], b[:big // 2], out[:big // 2]
+
+answer = None  # your guess: "faster", "slower" or "same"
+cmp = helpers.compare_calls({"half the elements": lambda: torch.add(a_half, b_half, out=out_half)},
+                            reference=lambda: torch.add(a, b, out=out))
+measured = helpers.check_answer(answer, cmp.ratios["half the elements"], cmp.floor, change="half the elements",
+                     clock=cmp.clock if helpers.HAS_GPU else CPU_CLOCK)
+
+# %% [markdown]
+# **3. Compute-bound: twice the rows of a square matmul.** Multiply an $n \times n$ matrix by an $n \times n$
+# weight, with $n$ the MLP's width (`SIZES.matmul_shape[2]`), then a matrix of twice the rows by the same
+# weight, on the GPU clock. A square matmul does about $2n^3$ flop on $3n^2$ numbers moved, an intensity
+# that grows with $n$ and at the full-size $n$ lies well above the ridge point of a GPU with tensor cores.
+# Doubling the rows doubles the flop, while the numbers moved grow from $3n^2$ to $5n^2$ (the weight is
+# read once either way). Expect it slower. Then read the measured ratio: nearer 2 says the flop set the
+# time (compute-bound), nearer 5/3 says the bytes did (memory-bound). At the decode shape, one row, the same
+# weight serves a single row, and chapter 4 finds the other regime.
+
+# %%
+n = SIZES.matmul_shape[2]
+w = torch.randn(n, n, device=DEVICE, dtype=DTYPE) / n**0.5
+rows, rows2 = (torch.randn(k, n, device=DEVICE, dtype=DTYPE) for k in (n, 2 * n))
+
+answer = None  # your guess: "faster", "slower" or "same"
+cmp = helpers.compare_calls({"twice the rows": lambda: rows2 @ w.T}, reference=lambda: rows @ w.T)
+measured = helpers.check_answer(answer, cmp.ratios["twice the rows"], cmp.floor, change="twice the rows",
+                     clock=cmp.clock if helpers.HAS_GPU else CPU_CLOCK)
+
+# %% [markdown]
 # Next, in chapter 2, we write our first Triton kernel and time it against PyTorch's own.

@@ -56,6 +56,7 @@ colab_setup.prepare()
 
 # %%
 import inspect
+import statistics
 from collections import Counter
 
 import matplotlib.pyplot as plt
@@ -97,13 +98,16 @@ print(inspect.getsource(inspect.getmodule(kernels.add)))
 #   addition in between happens in registers.
 #
 # Where do the programs run? A GPU is built from **streaming multiprocessors** (**SMs**), each a processor
-# with its own cores, registers and small on-chip memories: a T4 has 40, an H200 132. The GPU hands each
+# with its own cores, registers and small on-chip memories: a T4 has 40, an H200 132 ([chapter 1](01_setup.ipynb#The-GPU-you-are-on)
+# has your GPU's figures beside theirs). The GPU hands each
 # program of the grid to one SM, which runs it from start to end, several programs side by side; programs
 # beyond what the SMs can hold at once wait for a free place. (CUDA calls a program a *thread block*.)
 # Inside the SM a program's threads run in **warps**: groups of 32 threads that execute one instruction
 # together, each on its own data. `num_warps`, an option of every Triton launch, sets how many warps one
 # program gets; our launcher leaves Triton's default, 4 warps (128 threads), so each thread handles 8 of
-# a block's 1024 elements. At $2^{20}$ elements the grid has 1024 programs: about 8 per SM on an H200,
+# a block's 1024 elements. The **block size** (`BLOCK_SIZE`, a `tl.constexpr`: fixed when the kernel is
+# compiled) is therefore a choice with consequences: it sets how many programs the grid has and how many
+# elements each thread holds. At $2^{20}$ elements the grid has 1024 programs: about 8 per SM on an H200,
 # about 26 on a T4.
 #
 # The cell below replays the offsets and the mask in plain PyTorch for a toy case, 10 elements in blocks
@@ -146,6 +150,135 @@ try:
     kernels.add(x, y[:-1])
 except ValueError as err:
     print("ValueError:", err)
+
+# %% [markdown]
+# ## What the compiler made
+#
+# Triton turns the Python of `add_kernel` into **PTX**, NVIDIA's portable assembly language, and `ptxas`
+# (the assembler Triton ships) turns that into the machine code of one GPU generation. Neither needs the
+# GPU to be there: `helpers.compiler_table` compiles the kernel ahead of time, in a separate process (on
+# the CPU if need be, so this section reads the same in every mode), for a T4 (`sm_75`, compute
+# capability 7.5) and an H100/H200 (`sm_90`). It compiles the kernel as Triton's JIT does at run time for
+# fp16 data whose length is a multiple of 16 (the exercises at the end change that), and reads off:
+#
+# - **registers per thread**: the fastest storage of the GPU, private to each thread, where `x`, `y` and
+#   their sum live between the load and the store. An SM has 65,536 32-bit registers to share among every
+#   thread it holds, so a kernel that needs many per thread leaves room for fewer programs;
+# - **shared memory per program**: a small on-chip memory in each SM that the threads of one program
+#   share, the way they hand values to each other. A kernel whose threads never need each other's data,
+#   like this one, uses none;
+# - **programs per SM**: how many programs of this kernel one SM can hold at once, and the limit that sets
+#   it: warps (an SM keeps a fixed number of warps resident), programs, registers or shared memory;
+# - the **instruction mix**: how many global-memory loads and stores, shared-memory loads and stores and
+#   fused multiply-adds (`fma`) the PTX contains, each counted once as written (not as often as it runs),
+#   and how wide the loads are. A **vectorised load** fills several registers of a thread from
+#   neighbouring addresses with one instruction: `ld.global.v4.b32` reads four 32-bit words, 16 bytes,
+#   eight fp16 numbers at once. Fewer, wider instructions move the same bytes with less work for the SM.
+
+# %%
+from kernels import aot
+from kernels.configs import ELEMENTWISE_BLOCK_SIZE
+
+ADD_LABEL = f"BLOCK_SIZE={ELEMENTWISE_BLOCK_SIZE}"  # the one configuration the launcher uses
+CC_SLUG = {75: "t4", 90: "h200"}  # the GPU of each target in helpers.GPU_SPECS (an H100 has 132 SMs too)
+PROPERTIES = {"num_warps": "warps per program (num_warps)", "registers": "registers per thread",
+              "shared": "shared memory per program (bytes)", "programs_per_sm": "programs per SM at once",
+              "limited_by": "... limited by", "global loads": "global loads (PTX instructions)",
+              "widest global load": "widest global load", "global stores": "global stores",
+              "shared loads": "shared-memory loads", "shared stores": "shared-memory stores", "fma": "fma"}
+
+
+def side_by_side(table):
+    """``helpers.compiler_table`` rows as one column per kernel and target, one row per property."""
+    names = table["kernel"].nunique() > 1
+    columns = {(f"{k.removesuffix('_kernel')}, " if names else "") + f"sm_{cc}": row
+               for k, cc, row in zip(table["kernel"], table["cc"], table[list(PROPERTIES)].to_dict("records"))}
+    return pd.DataFrame(columns).rename(index=PROPERTIES).rename_axis("compiled for")
+
+
+compiled = helpers.compiler_table(["add_kernel"])
+helpers.show(side_by_side(compiled))
+print(f"add_kernel, {ADD_LABEL}, fp16; sm_75: {aot.SM_LIMITS[75]['gpu']}, sm_90: {aot.SM_LIMITS[90]['gpu']}; "
+      "instructions counted as written in the PTX (static counts)")
+
+
+# %%
+def load_bytes(width: str) -> int:
+    """Bytes one global load of this width moves: 'v4' is four 32-bit words, 'scalar' one fp16 number."""
+    return 4 * int(width[1:]) if width.startswith("v") else 2
+
+
+def plural(count: int, word: str) -> str:
+    """'1 global load', '2 global loads'."""
+    return f"{count} {word}" + ("" if count == 1 else "s")
+
+
+def vector_words(width: str) -> str:
+    """'v4' as '16 bytes, 8 fp16 numbers per instruction'."""
+    return f"{load_bytes(width)} bytes, {plural(load_bytes(width) // 2, 'fp16 number')} per instruction"
+
+
+def occupancy_words(row) -> str:
+    """Programs per SM for one target, the limit that sets it, and what the grid at SIZES.add_n makes of it."""
+    limits, spec = aot.SM_LIMITS[row["cc"]], helpers.GPU_SPECS[CC_SLUG[row["cc"]]]
+    threads = 32 * row["num_warps"]
+    per_warp = -(-row["registers"] // 8) * 8 * 32  # registers are handed out per warp, 8 per thread at a time
+    by_registers = limits["registers"] // (per_warp * row["num_warps"])
+    at_once = row["programs_per_sm"] * spec["SMs"]
+    grid = -(-SIZES.add_n // ELEMENTWISE_BLOCK_SIZE)
+    waves = grid / at_once
+    return (f"on sm_{row['cc']} ({spec['name']}) a thread needs {row['registers']} registers, so the registers "
+            f"alone would let {by_registers} programs of {threads} threads share an SM; the limit that binds is "
+            f"**{row['limited_by']}**: {row['programs_per_sm']} programs per SM (an SM holds at most "
+            f"{limits['max_warps']} warps and {limits['max_programs']} programs). With {spec['SMs']} SMs, "
+            f"{at_once:,} programs run at once, so the {grid:,} programs of this run's {SIZES.add_n:,}-element add "
+            + ("all fit in one wave" if waves <= 1 else f"take {waves:.1f} waves, one after the other"))
+
+
+lines = []
+for width, rows in compiled.groupby("widest global load"):
+    targets = " and ".join(f"sm_{cc}" for cc in rows["cc"])
+    per_thread = ELEMENTWISE_BLOCK_SIZE // (32 * int(rows["num_warps"].iloc[0]))  # elements of one thread
+    loads, stores = int(rows["global loads"].max()), int(rows["global stores"].max())
+    per_input = max(1, per_thread * 2 // load_bytes(width))  # load instructions per thread and input
+    lines.append(f"For {targets} the PTX holds {plural(loads, 'global load')} and {plural(stores, 'global store')}, "
+                 f"the widest `{width}`: {vector_words(width)}. A program of {ELEMENTWISE_BLOCK_SIZE:,} elements "
+                 f"has {32 * int(rows['num_warps'].iloc[0])} threads, {per_thread} elements each, so each thread "
+                 f"reads its share of `x` with {plural(per_input, 'load instruction')}, `y` the same, and writes "
+                 "its sums the same way.")
+shared = sorted(set(compiled["shared"]))
+lines.append("It uses " + ("no shared memory at all: its threads never exchange a value. " if shared == [0] else
+                           f"{' or '.join(map(str, shared))} bytes of shared memory per program. ")
+             + ("No `fma` and no tensor-core `mma`: the only arithmetic is the addition itself."
+                if not (compiled["fma"].any() or compiled["tensor-core mma"].any()) else
+                f"It also holds {compiled['fma'].max()} `fma` and {compiled['tensor-core mma'].max()} `mma`."))
+lines.append("Programs per SM: " + "; ".join(occupancy_words(row) for _, row in compiled.iterrows()) + ".")
+helpers.md("\n\n".join(lines))
+
+# %% [markdown]
+# Here are those lines of the PTX for `sm_90`, picked out by a pattern (`helpers.ptx_excerpt`): the two
+# loads, the additions and the store, nothing else.
+
+# %%
+print(helpers.ptx_excerpt("add_kernel", ADD_LABEL, 90, r"ld\.global|st\.global|add\.f16"))
+
+# %% [markdown]
+# How to read them:
+#
+# - `@%p1` in front of an instruction is a **predicate**: the thread runs it only where the register `%p1`
+#   holds true. That is the mask, `offsets < n_elements`, decided once for all of a thread's elements
+#   (the compiler may, because the length is a multiple of 16: a group of eight either lies wholly inside
+#   the vector or wholly past its end).
+# - `ld.global.v4.b32 { %r1, %r2, %r3, %r4 }, [ %rd1 + 0 ]` loads four 32-bit words from the global
+#   (main) memory address in `%rd1` into four registers: 16 bytes, eight fp16 elements of `x`, in one
+#   instruction. The next line does the same for `y`.
+# - `add.f16x2` adds two pairs of fp16 numbers packed in one 32-bit register, so a few of them add all of
+#   a thread's elements.
+# - `st.global.v4.b32` writes the sums back, 16 bytes at a time.
+#
+# So per thread the whole kernel is a handful of instructions around three memory accesses: there is
+# nothing to make faster in the arithmetic, and the time goes to the launch and the bytes, as the rest of
+# the chapter measures.
 
 # %% [markdown]
 # ## How long does it take? A prediction first
@@ -439,14 +572,20 @@ def prices_against_each_other() -> str:
                    f"{'Triton launch' if diff > 0 else 'PyTorch op'} cost more, by one reading of each. ")
 
 
-def raised(version) -> dict:
+def flat_median(version) -> float:
+    """The median of ``version``'s launch-bound host readings (µs): where the flat launch price predicts them all."""
+    return statistics.median(launch_bound_readings(version))
+
+
+def off_flat(version) -> dict:
     """size -> (host µs, GPU µs) of the launch-bound readings of ``version`` more than ``helpers.PREDICTION_BAR``
-    above its lowest launch-bound reading: where the flat launch price the sweep predicts did not hold."""
+    away from its median launch-bound reading (either side): where the flat launch price the sweep predicts did
+    not hold. The same rule as chapter 3's flat host-time prediction."""
     bound = {size: times_us(size, version) for size in measured if regime(*times_us(size, version)) == "launch-bound"}
     if len(bound) < 2:
         return {}
-    lowest = min(h for h, _ in bound.values())
-    return {size: t for size, t in bound.items() if t[0] > lowest * (1 + helpers.PREDICTION_BAR)}
+    mid = flat_median(version)
+    return {size: t for size, t in bound.items() if abs(t[0] / mid - 1) > helpers.PREDICTION_BAR}
 
 
 def bandwidth_reading(size, ms_ours, ms_torch) -> str:
@@ -513,10 +652,10 @@ else:
                             "the launcher's own work (checking both inputs, allocating the output)")
             + against_price("`torch.add`", h_torch, prices.torch_us, launch_bound_readings(TORCH),
                             "the op's own work (allocating the output)")
-            + (f"At this size the host readings of {and_list(WHO[v] for v in (OURS, TORCH) if n in raised(v))} "
-               f"sit more than {100 * helpers.PREDICTION_BAR:.0f}% above their lowest launch-bound readings: "
-               "the sweep below reads that step from the two clocks. "
-               if any(n in raised(v) for v in (OURS, TORCH)) else "")
+            + (f"At this size the host readings of {and_list(WHO[v] for v in (OURS, TORCH) if n in off_flat(v))} "
+               f"lie more than {100 * helpers.PREDICTION_BAR:.0f}% from their median launch-bound readings: the "
+               "sweep below reads that from the two clocks. "
+               if any(n in off_flat(v) for v in (OURS, TORCH)) else "")
             + ("So at this size the launch, not the GPU's work, sets the pace of back-to-back calls of both: "
                "the host-time ratio is a ratio of launch costs."
                if set(pace.values()) == {"launch-bound"} else
@@ -571,10 +710,13 @@ helpers.md(text)
 #
 # What we expect: for small vectors the bytes are negligible. The GPU time sits at a floor of its own
 # (even an almost empty kernel keeps the GPU busy for a moment), and the host time per call at the price
-# of a launch, far above it: the calls are **launch-bound**, and their host time should stay flat from size
+# of a launch, far above it: the calls are **launch-bound** (what chapter 1 calls *overhead-bound*, the
+# first of [the three regimes](01_setup.ipynb#Three-regimes)), and their host time should stay flat from size
 # to size (we hold each version's launch-bound readings to the series' prediction bar,
-# `helpers.PREDICTION_BAR`: within 20% of its lowest one). For large vectors the time grows in proportion
-# to $n$ on both clocks: once the GPU time exceeds the launch price, the host has to wait for the GPU, and
+# `helpers.PREDICTION_BAR`: each within 20% of that version's median launch-bound reading, the rule chapter 3
+# uses too). For large vectors the time grows in proportion
+# to $n$ on both clocks (*memory-bound*, chapter 1's second regime): once the GPU time exceeds the launch
+# price, the host has to wait for the GPU, and
 # its time per call should follow the GPU time (again within the bar). The bandwidth climbs with the
 # size; while the working set fits in L2 it can exceed the main memory's nominal figure (the replayed call
 # reads from the cache), and only beyond L2 does it measure the main memory, levelling off near what that
@@ -611,7 +753,7 @@ else:
     print(f"host = {HOST_CLOCK}: medians of {calls.rounds} shuffled rounds (floor: torch.add against itself)")
 
 # %%
-fig, (ax_t, ax_bw) = plt.subplots(1, 2, figsize=(12, 4.5))
+fig, (ax_t, ax_bw) = plt.subplots(1, 2, figsize=(12, 5.5))
 colours = {"triton": "C0", "torch": "C1"}
 names = {"triton": "Triton add", "torch": "torch.add"}
 host_name = "host per call" if helpers.HAS_GPU else "interpreter wall"
@@ -625,6 +767,7 @@ ax_t.set(xscale="log", yscale="log", xlabel=xlabel, ylabel="µs per call (solid:
          if helpers.HAS_GPU else "µs per call (interpreter wall time)",
          title="Where does the launch give way to the bytes?")
 ax_bw.set(xscale="log", xlabel=xlabel, title="How close to the memory's speed does the GPU get?")
+LEGEND_BELOW = {"fontsize": 8, "ncol": 2, "loc": "upper center", "bbox_to_anchor": (0.5, -0.16)}  # off the data points
 if helpers.HAS_GPU:
     l2_edge = L2_BYTES / (3 * element_bytes)  # the largest n whose working set fits in L2
     for ax in (ax_t, ax_bw):
@@ -634,7 +777,7 @@ if helpers.HAS_GPU:
     if nominal:
         ax_bw.axhline(nominal, color="grey", ls="--", label=f"nominal main-memory bandwidth, {nominal} GB/s")
         ax_bw.set_ylim(top=1.6 * max(nominal, sweep[["triton_GB_s", "torch_GB_s"]].max().max()))
-    ax_bw.legend(fontsize=8)
+    ax_bw.legend(**LEGEND_BELOW)
 else:
     ax_bw.text(0.5, 0.5, "no GPU time in CPU mode:\nno bandwidth to plot", ha="center", va="center",
                transform=ax_bw.transAxes)
@@ -644,7 +787,7 @@ for ax in ((ax_t, ax_bw) if helpers.HAS_GPU else (ax_t,)):
     helpers.plain_log_ticks(ax, "x", sweep["n"], [helpers.count_label(v) for v in sweep["n"]])
     helpers.plain_log_ticks(ax, "y")
     ax.grid(True, which="both", alpha=0.3)
-ax_t.legend(fontsize=8)
+ax_t.legend(**LEGEND_BELOW)
 fig.suptitle(f"Vector add, {str(DTYPE)[6:]}, {helpers.env_info()['gpu']} ({helpers.MODE} mode)")
 fig.tight_layout()
 helpers.save_figure(fig, "add_sweep")
@@ -708,44 +851,41 @@ def memory_reading(sweep) -> str:
                    "both are still well below the memory's limit, so larger sizes might keep climbing.")
 
 
-def step_reading() -> str:
-    """The launch-bound host readings that stepped above a version's lowest one (``raised``), read from the two
-    clocks: where the GPU time stays below the launch price, the host does not wait for the GPU, so the GPU's
-    work cannot be what raised the host time."""
+def flat_reading() -> str:
+    """The launch-bound host readings more than the bar away from their version's median (``off_flat``), read
+    from the two clocks: where the GPU time stays below the launch price, the host does not wait for the GPU, so
+    the GPU's work cannot be what moved the host time."""
+    bar = 100 * helpers.PREDICTION_BAR
     parts, below_price = [], set()
     for version in (OURS, TORCH):
-        up = raised(version)
-        if not up:
+        off = off_flat(version)
+        if not off:
             continue
-        bound = launch_bound_readings(version)
-        low = min(bound)
-        low_size = next(size for size in measured if times_us(size, version)[0] == low)
-        gpu_low = times_us(low_size, version)[1]
-        sizes = sorted(up)
-        host_up = [up[size][0] for size in sizes]
-        gpu_up = [up[size][1] for size in sizes]
-        text = (f"at {size_list(sizes)} {WHO[version]} took {and_list(num(h) for h in host_up)} µs per call, "
-                + " to ".join(dict.fromkeys(f"{100 * (h / low - 1):.0f}" for h in (min(host_up), max(host_up))))
-                + "% above its lowest launch-bound reading "
-                f"({num(low)} µs at {size_list([low_size])}), while its GPU time there was "
-                f"{and_list(num(g) for g in gpu_up)} µs, "
-                + (f"at most {num(max(gpu_up) - gpu_low)} µs above" if max(gpu_up) > gpu_low else "no higher than")
-                + f" the {num(gpu_low)} µs at {size_list([low_size])}")
-        if all(g < PRICE_US[version] for g in gpu_up):
+        mid = flat_median(version)
+        sizes = sorted(off)
+        host_off, gpu_off = [off[size][0] for size in sizes], [off[size][1] for size in sizes]
+        text = (f"at {size_list(sizes)} {WHO[version]} took {and_list(num(h) for h in host_off)} µs per call "
+                f"({and_list(f'{100 * (h / mid - 1):+.0f}%' for h in host_off)} from its median launch-bound "
+                f"reading, {num(mid)} µs), while its GPU time there was {and_list(num(g) for g in gpu_off)} µs")
+        if all(g < PRICE_US[version] for g in gpu_off):
             below_price.add(version)
-            text += f" and below its {num(PRICE_US[version])} µs launch price"
+            text += f", below its {num(PRICE_US[version])} µs launch price"
         parts.append(text)
     if not parts:
-        return (f"At every launch-bound size each call's host readings stay within "
-                f"{100 * helpers.PREDICTION_BAR:.0f}% of its lowest one: flat, as the launch price predicts. ")
-    text = (f"**A step in the launch-bound host times.** The flat launch price predicts the same host time at every "
-            f"launch-bound size; instead, {'; '.join(parts)}. ")
+        return (f"At every launch-bound size each call's host reading lies within {bar:.0f}% of its median "
+                "launch-bound reading: flat, as the launch price predicts. ")
+    text = (f"**The flat prediction, read.** The launch price predicts the same host time at every launch-bound "
+            f"size, each reading within {bar:.0f}% of its version's median; instead, {'; '.join(parts)}. ")
     if below_price:
         text += ("With a GPU time below the launch price, the GPU was done with each call long before the host "
-                 "could issue the next, so the host never waited for it there: the GPU's work cannot be what raised "
+                 "could issue the next, so the host never waited for it there: the GPU's work cannot be what moved "
                  f"the host time of {and_list(WHO[v] for v in (OURS, TORCH) if v in below_price)}; the host's own "
-                 "time per call rose. ")
-    if len(parts) == 2 and set(raised(OURS)) & set(raised(TORCH)):
+                 "time per call did. ")
+    first = min(measured)  # the loop measured the sizes in increasing order
+    if any(first in off_flat(v) for v in (OURS, TORCH)):
+        text += (f"{size_list([first])} is the first size the loop measured, where a host still warming up (caches, "
+                 "the allocator, its clock speed) would show. ")
+    if len(parts) == 2 and set(off_flat(OURS)) & set(off_flat(TORCH)):
         text += ("Both versions' readings of one size are taken one right after the other, so a slow stretch of the "
                  "host and host work that changes with the size would look alike here; single readings cannot "
                  "tell them apart, and this chapter leaves the cause open. ")
@@ -791,13 +931,20 @@ def host_reading(sweep) -> str:
                  f"(Python, dispatch, driver), not the bytes: there one call cost the host {' and '.join(priced)}, "
                  f"against {num(prices.triton_us)} µs for an empty Triton launch and {num(prices.torch_us)} µs for a "
                  "one-element PyTorch op. ")
+    for name, r in readings.items():
+        cheaper = [h for h in r if h < PRICE_US[name]]
+        if cheaper:
+            text += (f"At {len(cheaper)} of its {len(r)} launch-bound sizes {WHO[name]} cost the host less than its "
+                     f"empty launch ({num(PRICE_US[name])} µs): that launch does other work than the call (for "
+                     "PyTorch, an in-place add of a Python number; for ours, a kernel with one argument), so it "
+                     "prices a launch, it is no floor under every call. ")
     paired = both_launch_bound()
     if paired:
         text += (f"Where both are launch-bound ({len(paired)} sizes), the host-time ratio, ours over `torch.add`'s, "
                  f"ran from {min(paired.values()):.2f} to {max(paired.values()):.2f}.\n\n")
     else:
         text += "\n\n"
-    return text + step_reading() + follows_gpu_reading()
+    return text + flat_reading() + follows_gpu_reading()
 
 
 first, last = sweep.iloc[0], sweep.iloc[-1]
@@ -862,6 +1009,76 @@ helpers.show(helpers.compare("add."))
 #   launch-bound regime, so the launch prices measured here are the cost to watch.
 # - A replayed call whose working set fits in the L2 cache reads it from there: compare achieved bandwidth
 #   with the main memory's nominal figure only where the working set outgrows L2.
+
+# %% [markdown]
+# ## Try it yourself
 #
+# Three changes to the add, one at a time, each timed against the unchanged call with `helpers.compare_calls`
+# (GPU time by CUDA-graph replay in shuffled rounds, with the reference's A/A floor; interpreter wall time in
+# CPU mode) and judged by the series' rule. Make your guess first: set `answer` to `"faster"`, `"slower"` or
+# `"same"` and run the cell; with `answer = None` it only shows the measurement. All three work on the
+# sweep's largest vector, where the bytes, not the launch, should set the GPU time.
+#
+# **1. A smaller block.** The same kernel launched with `BLOCK_SIZE=128` instead of 1,024: eight times as many
+# programs for the same bytes, and with 4 warps of 32 threads each thread now holds one element instead of
+# eight, so the compiler can no longer fill a 16-byte vectorised load from it. Expect it slower on a GPU: the
+# same bytes arrive in eight times as many, narrower load instructions, and eight times as many programs
+# have to be started and finished by the SMs. (The interpreter, in CPU mode, pays per program too.)
+
+# %%
+# the exercises launch add_kernel themselves, with a block size of their own
+import triton
+
+from kernels.add import add_kernel
+
+BIG = max(SIZES.add_sweep)  # the sweep's largest vector
+a, b = (torch.randn(BIG, device=DEVICE, dtype=DTYPE) for _ in range(2))
+
+
+def add_with_block(x, y, block):
+    """The add with a block size of our choosing (the launcher always uses ELEMENTWISE_BLOCK_SIZE)."""
+    out = torch.empty_like(x)
+    add_kernel[(triton.cdiv(x.numel(), block),)](x, y, out, x.numel(), BLOCK_SIZE=block)
+    return out
+
+
+assert torch.equal(add_with_block(a, b, 128), a + b)  # the same sums, whatever the block
+
+# %%
+answer = None  # your guess: "faster", "slower" or "same"
+cmp = helpers.compare_calls({"BLOCK_SIZE=128": lambda: add_with_block(a, b, 128)},
+                            reference=lambda: add_with_block(a, b, ELEMENTWISE_BLOCK_SIZE))
+measured = helpers.check_answer(answer, cmp.ratios["BLOCK_SIZE=128"], cmp.floor, change="BLOCK_SIZE=128", clock=cmp.clock)
+
+# %% [markdown]
+# **2. A length that is not a multiple of 16.** Drop one element: add the first `BIG - 1` elements instead of
+# all `BIG`. The bytes are the same to one part in millions. But Triton's JIT compiles a kernel once per
+# *specialisation* of its integer arguments, and a length that is a multiple of 16 is one: it lets the
+# compiler prove that a thread's eight elements lie all inside the vector or all past its end, so one
+# predicate guards one `v4` load. Without that promise every element needs its own mask bit, and the loads
+# become one fp16 number each (the compiler table above, compiled the other way, would show `scalar`).
+# Expect it slower on a GPU, by how much is the question; in the interpreter there are no load
+# instructions, so expect no difference there.
+
+# %%
+answer = None  # your guess: "faster", "slower" or "same"
+a_odd, b_odd = a[:BIG - 1], b[:BIG - 1]  # views of the same memory, one element shorter
+cmp = helpers.compare_calls({"length BIG - 1": lambda: kernels.add(a_odd, b_odd)}, reference=lambda: kernels.add(a, b))
+measured = helpers.check_answer(answer, cmp.ratios["length BIG - 1"], cmp.floor, change="length BIG - 1", clock=cmp.clock)
+
+# %% [markdown]
+# **3. A strided input.** Give the launcher every second element of a vector twice as long, `x[::2]`: the
+# same number of elements, but not next to each other in memory. The kernel walks flat memory, so the
+# launcher first copies such an input into a contiguous one (`.contiguous()`, see its docstring above): one
+# more kernel, which reads the strided elements (dragging their unused neighbours through the memory
+# system with them) and writes them again, before the add reads them once more. Expect it slower.
+
+# %%
+answer = None  # your guess: "faster", "slower" or "same"
+a_wide = torch.randn(2 * BIG, device=DEVICE, dtype=DTYPE)
+cmp = helpers.compare_calls({"strided x": lambda: kernels.add(a_wide[::2], b)}, reference=lambda: kernels.add(a, b))
+measured = helpers.check_answer(answer, cmp.ratios["strided x"], cmp.floor, change="strided x", clock=cmp.clock)
+
+# %% [markdown]
 # Next, in chapter 3, we write a kernel the model actually uses, RMSNorm, and then make it worse on
 # purpose by splitting it in two.

@@ -285,7 +285,7 @@ print("recorded as rmsnorm.max_err_fused")
 # costs the host more per call is for the host clock to say.
 
 # %%
-HOST_COL = "host ms per call (one reading)" if helpers.HAS_GPU else "interpreter ms per call"
+HOST_COL = "host µs per call (one reading)"
 
 
 def against(v, other):
@@ -307,6 +307,11 @@ def host_words(a_us, b_us, a, b) -> str:
             "each, with no rounds: no spread, so no verdict)")
 
 
+def gpu_us(version, rows) -> str:
+    """The median GPU time of one call in µs, to three significant digits (interpreter time in CPU mode)."""
+    return num(1e3 * ms(version, rows))
+
+
 def spread(r):
     """A Ratio as '0.18 (quartiles 0.17-0.19)'."""
     return f"{r.median:.2f} (quartiles {r.low:.2f}-{r.high:.2f})"
@@ -317,9 +322,9 @@ def kernel_row(version, rows):
     calls = measured(rows)[0]
     r = calls.floor if version == "torch" else calls.ratios[version]
     return {"shape": f"[{rows}, {H}]", "version": VERSIONS[version],
-            f"{CLOCK} ms (median of {calls.rounds} rounds)": round(ms(version, rows), 4),
+            f"{CLOCK} µs (median of {calls.rounds} rounds)": gpu_us(version, rows),
             f"{CLOCK}-time ratio to PyTorch": f"{spread(r)}" + (" A/A" if version == "torch" else ""),
-            **({HOST_COL: round(host_ms(version, rows), 4)} if helpers.HAS_GPU else {}),
+            **({HOST_COL: num(1e3 * host_ms(version, rows))} if helpers.HAS_GPU else {}),
             "kernels per call": helpers.fmt(kernels_per_call(version, rows), 0)}
 
 
@@ -338,11 +343,11 @@ print(f"{CLOCK} = {KERNEL_CLOCK}; the PyTorch row's ratio is PyTorch against its
 # %%
 (fused_main_r, fused_main), (fused_decode_r, fused_decode) = to_torch("fused", R), to_torch("fused", R1)
 helpers.md(
-    f"On the {CLOCK} clock, with {R} rows the fused kernel took **{ms('fused', R):.4f} ms** against PyTorch's "
-    f"{ms('torch', R):.4f} ms (medians of {measured(R)[0].rounds} shuffled rounds), a ratio of "
+    f"On the {CLOCK} clock, with {R} rows the fused kernel took **{gpu_us('fused', R)} µs** against PyTorch's "
+    f"{gpu_us('torch', R)} µs (medians of {measured(R)[0].rounds} shuffled rounds), a ratio of "
     f"{spread(fused_main_r)} with an A/A floor of {measured(R)[0].floor.median:.3f}: "
-    f"**{against(fused_main, 'PyTorch')}**. With {R1} row, {ms('fused', R1):.4f} against {ms('torch', R1):.4f} "
-    f"{CLOCK} ms, a ratio of {spread(fused_decode_r)}: **{against(fused_decode, 'PyTorch')}**. "
+    f"**{against(fused_main, 'PyTorch')}**. With {R1} row, {gpu_us('fused', R1)} against {gpu_us('torch', R1)} "
+    f"{CLOCK} µs, a ratio of {spread(fused_decode_r)}: **{against(fused_decode, 'PyTorch')}**. "
     + (f"On the host clock, one call at {R1} row cost "
        + host_words(1e3 * host_ms("fused", R1), 1e3 * host_ms("torch", R1), "the fused kernel", "PyTorch's chain")
        + ". " if helpers.HAS_GPU else
@@ -405,6 +410,105 @@ helpers.show(pd.DataFrame([
 # prediction bar, `helpers.PREDICTION_BAR`, or not). Against PyTorch the picture also depends on how many
 # kernels PyTorch's own chain launches, and on the host clock on what each launch costs there.
 #
+# ### What the compiler made of the two versions
+#
+# Chapter 2 compiled its add ahead of time for a T4 (`sm_75`) and an H100/H200 (`sm_90`) and read the result
+# ([What the compiler made](02_add_kernel.ipynb#What-the-compiler-made): registers, shared memory, programs
+# per SM, vectorised loads). Here are the fused kernel and the two kernels of the un-fused pair, compiled the
+# same way (fp16, a row of 1,024 numbers, Qwen3-0.6B's hidden size), on the CPU in a separate process, so
+# this section reads the same in every mode. Two things are new compared with the add:
+#
+# - **a reduction.** `tl.sum(x * x, axis=0)` adds numbers held by all the threads of a program. Each thread
+#   first adds its own elements in registers; then the threads of a **warp** (32 threads that execute in
+#   lockstep, chapter 2) swap partial sums with *shuffles*, register-to-register exchanges inside the warp;
+#   then the warps of the program pass their sums through **shared memory**, the on-chip memory of the SM
+#   that all of a program's threads share, with a *barrier* (`bar.sync`) that waits until every warp has
+#   written its sum before any reads them;
+# - **the pair's extra traffic.** Pass 1 ends with a store of one fp32 number per row, pass 2 begins by
+#   loading it back, and pass 2 loads the row of `x` that pass 1 already had.
+
+# %%
+from kernels import aot  # what the compiler made
+
+ROW_KERNELS = ("rmsnorm_fused_kernel", "rmsnorm_inv_rms_kernel", "rmsnorm_scale_kernel")
+PROPERTIES = {"num_warps": "warps per program (num_warps)", "registers": "registers per thread",
+              "shared": "shared memory per program (bytes)", "programs_per_sm": "programs per SM at once",
+              "limited_by": "... limited by", "global loads": "global loads (PTX instructions)",
+              "widest global load": "widest global load", "global stores": "global stores",
+              "shared loads": "shared-memory loads", "shared stores": "shared-memory stores", "fma": "fma"}
+SHORT = {"rmsnorm_fused_kernel": "fused", "rmsnorm_inv_rms_kernel": "pass 1", "rmsnorm_scale_kernel": "pass 2"}
+
+compiled = helpers.compiler_table(list(ROW_KERNELS))
+helpers.show(pd.DataFrame({f"{SHORT[k]}, sm_{cc}": row for k, cc, row in
+                           zip(compiled["kernel"], compiled["cc"], compiled[list(PROPERTIES)].to_dict("records"))})
+             .rename(index=PROPERTIES).rename_axis("compiled for"))
+print(f"{compiled['label'].iloc[0]}, fp16; sm_75: {aot.SM_LIMITS[75]['gpu']}, sm_90: {aot.SM_LIMITS[90]['gpu']}; "
+      "pass 1 = rmsnorm_inv_rms_kernel, pass 2 = rmsnorm_scale_kernel; instructions counted as written in the PTX")
+
+
+# %%
+def compiled_reading(table) -> str:
+    """What the table says, per target: the vector width, the pair's extra loads and stores against the fused
+    kernel, the reduction's shared memory, and the programs per SM with the limit that sets them."""
+    parts = []
+    for cc, rows in table.groupby("cc"):
+        k = rows.set_index("kernel")
+        fused, p1, p2 = (k.loc[name] for name in ROW_KERNELS)
+        loads = int(p1["global loads"] + p2["global loads"]), int(fused["global loads"])
+        stores = int(p1["global stores"] + p2["global stores"]), int(fused["global stores"])
+        threads = 32 * int(fused["num_warps"])
+        gpu = {75: "a T4", 90: "an H100 or H200"}[cc]
+        text = (f"**sm_{cc}** ({gpu}): the widest global load is `{fused['widest global load']}` "
+                f"in all three kernels" if len(set(rows["widest global load"])) == 1 else
+                f"**sm_{cc}** ({gpu}): widest global loads "
+                + ", ".join(f"`{w}` ({SHORT[n]})" for n, w in zip(rows["kernel"], rows["widest global load"])))
+        text += (f"; {threads} threads share a row of {TEACHING_ROW:,}, {TEACHING_ROW // threads} numbers each. "
+                 f"The pair holds {loads[0]} global load instructions and {stores[0]} global stores against the fused "
+                 f"kernel's {loads[1]} and {stores[1]}: ")
+        text += (f"pass 2 loads `x` again and the fp32 inverse RMS that pass 1 stored "
+                 f"({int(p1['global stores'])} store in pass 1, {int(p2['global loads'])} loads in pass 2"
+                 + (": `x`, the weight and that number). " if int(p2["global loads"]) == 3 else "). ")
+                 if loads[0] > loads[1] else "no more than the fused kernel. ")
+        smem = {SHORT[n]: int(b) for n, b in zip(rows["kernel"], rows["shared"])}
+        text += ("Shared memory: " + ", ".join(f"{b} bytes ({name})" for name, b in smem.items())
+                 + (f", the reduction's scratch space: {int(fused['num_warps'])} warps hand over one fp32 partial "
+                    "sum each" if smem["fused"] == 4 * int(fused["num_warps"]) else ", the reduction's scratch space")
+                 + ("; pass 2 has no reduction and uses none. " if smem["pass 2"] == 0 else ". "))
+        text += ("Programs per SM: " + ", ".join(f"{int(r['programs_per_sm'])} ({SHORT[r['kernel']]}, limited by "
+                                                 f"{r['limited_by']})" for _, r in rows.iterrows()) + ". ")
+        parts.append(text)
+    return "\n\n".join(parts)
+
+
+TEACHING_ROW = aot.TEACHING_ROW
+helpers.md(compiled_reading(compiled) + "\n\nThese are static counts: every instruction once, as written. Per row, "
+           "the pair's extra instructions are what the byte count above says in bytes: `x` crosses from memory "
+           "twice, and one fp32 number per row makes a round trip through global memory between two launches.")
+
+# %% [markdown]
+# The reduction of the fused kernel, in its `sm_90` PTX (`helpers.ptx_excerpt`, the lines that exchange
+# partial sums), and then the loads and stores of pass 2:
+
+# %%
+print(helpers.ptx_excerpt("rmsnorm_fused_kernel", compiled["label"].iloc[0], 90,
+                          r"shfl|bar\.sync|ld\.shared|st\.shared", max_lines=14))
+print("---")
+print(helpers.ptx_excerpt("rmsnorm_scale_kernel", compiled["label"].iloc[0], 90, r"ld\.global|st\.global"))
+
+# %% [markdown]
+# How to read them:
+#
+# - `shfl.sync.bfly.b32 %r46, %r45, 16, 31, -1` is a *butterfly shuffle*: every thread of the warp gets the
+#   value of the thread whose lane number differs from its own by 16 (then 8, 4, 2, 1 in the next lines)
+#   and adds it to its own. After five steps every thread of the warp holds the warp's whole sum, without
+#   touching memory.
+# - `st.shared.b32` writes one warp's sum to shared memory; `bar.sync 0` waits until every warp of the
+#   program has got there; `ld.shared.b32` reads the sums back, a couple more shuffles add the warps' sums
+#   together, and the total is shared once more so that every thread can scale its own numbers by it.
+# - In pass 2, `ld.global.v4.b32` loads eight fp16 numbers of `x` (and, in another, of the weight) per
+#   instruction, as in chapter 2; the lone `ld.global.b32` without `.v4` is the one fp32 inverse RMS of the
+#   row, written by pass 1 a launch earlier. The fused kernel keeps that number in a register.
+#
 # ### Is it still correct?
 
 # %%
@@ -432,17 +536,17 @@ helpers.record("rmsnorm.host_decode_two_pass_ms", host_ms("two_pass", R1), "ms",
                f"two-pass kernel, [{R1}, {H}], {HOST_CLOCK}, {HOST_READING}")
 helpers.show(pd.DataFrame([kernel_row(v, rows) for rows in (R, R1) for v in VERSIONS]))
 for rows, r, v in ((R, ratio, two_pass_main), (R1, decode_ratio, two_pass_decode)):
-    print(f"[{rows}, {H}]: two-pass {ms('two_pass', rows):.4f} ms, PyTorch {ms('torch', rows):.4f} ms "
+    print(f"[{rows}, {H}]: two-pass {gpu_us('two_pass', rows)} µs, PyTorch {gpu_us('torch', rows)} µs "
           f"({KERNEL_CLOCK}), ratio {spread(r)}, A/A floor {measured(rows)[0].floor.median:.3f}: {v.text}"
           + ("" if v.real else f" ({v.reason})"))
 
 
 # %%
 helpers.md(
-    f"At **[{R}, {H}]** ({CLOCK} time) the two-pass kernel took {ms('two_pass', R):.4f} ms against PyTorch's "
-    f"{ms('torch', R):.4f} ms, a ratio of {spread(ratio)}: **{against(two_pass_main, 'PyTorch')}**, and "
+    f"At **[{R}, {H}]** ({CLOCK} time) the two-pass kernel took {gpu_us('two_pass', R)} µs against PyTorch's "
+    f"{gpu_us('torch', R)} µs, a ratio of {spread(ratio)}: **{against(two_pass_main, 'PyTorch')}**, and "
     f"{against(two_pass_to_fused(R)[1], 'our own fused kernel')}. "
-    f"At **[{R1}, {H}]** it took {ms('two_pass', R1):.4f} {CLOCK} ms against {ms('torch', R1):.4f}, a ratio of "
+    f"At **[{R1}, {H}]** it took {gpu_us('two_pass', R1)} {CLOCK} µs against {gpu_us('torch', R1)}, a ratio of "
     f"{spread(decode_ratio)}: **{against(two_pass_decode, 'PyTorch')}**, and "
     f"{against(two_pass_to_fused(R1)[1], 'fused')}. "
     "Whether the ratio to PyTorch depends on the number of rows is a question for more than two shapes: the "
@@ -489,9 +593,27 @@ def sweep_row(rows):
 
 sweep = pd.DataFrame([sweep_row(r) for r in helpers.progress(ROWS, desc="RMSNorm sweep")])
 helpers.save_sweep(sweep, "rmsnorm_sweep")
-helpers.show(sweep.round(4))
-print(f"{CLOCK} = {KERNEL_CLOCK}, medians of {measured(R1)[0].rounds} shuffled rounds; low/high: quartiles of the "
-      "per-round ratios; A/A floor: PyTorch against itself" + (f"; host = {HOST_CLOCK}" if helpers.HAS_GPU else ""))
+
+
+def sweep_view(sweep):
+    """The sweep as the table shows it: µs to three significant digits, each ratio with its quartiles and
+    verdict in one cell (the saved CSV keeps every column, bytes included)."""
+    view = pd.DataFrame({"rows": sweep["rows"]})
+    clocks = ("gpu", "host") if helpers.HAS_GPU else ("interpreter",)
+    for v in VERSIONS:
+        for clock in clocks:
+            view[f"{v} {clock} µs"] = [num(1e3 * t) for t in sweep[f"{v}_{clock}_ms"]]
+    for column in (VS_TORCH, VS_FUSED):
+        view[column] = [f"{m:.2f} ({lo:.2f}-{hi:.2f}), {word}" for m, lo, hi, word in
+                        zip(sweep[column], sweep[f"{column} low"], sweep[f"{column} high"], sweep[f"{column} verdict"])]
+    view["A/A floor"] = [f"{f:.3f}" for f in sweep["A/A floor"]]
+    return view
+
+
+helpers.show(sweep_view(sweep))
+print(f"{CLOCK} = {KERNEL_CLOCK}, medians of {measured(R1)[0].rounds} shuffled rounds; ratios: median (quartiles of "
+      "the per-round ratios), verdict; A/A floor: PyTorch against itself"
+      + (f"; host = {HOST_CLOCK}, one reading each" if helpers.HAS_GPU else ""))
 
 # %%
 fig, (ax_t, ax_r) = plt.subplots(1, 2, figsize=(11, 5))
@@ -499,19 +621,19 @@ styles = {"torch": ("PyTorch Qwen3RMSNorm", "tab:blue"), "fused": ("fused (1 lau
           "two_pass": ("two-pass (2 launches)", "tab:green")}
 for v, (label, color) in styles.items():  # colour: the version; line style: the clock (one legend for each)
     if helpers.HAS_GPU:
-        ax_t.plot(sweep["rows"], sweep[f"{v}_gpu_ms"], "o-", color=color)
-        ax_t.plot(sweep["rows"], sweep[f"{v}_host_ms"], "x--", color=color, alpha=0.6)
+        ax_t.plot(sweep["rows"], 1e3 * sweep[f"{v}_gpu_ms"], "o-", color=color)
+        ax_t.plot(sweep["rows"], 1e3 * sweep[f"{v}_host_ms"], "x--", color=color, alpha=0.6)
     else:
-        ax_t.plot(sweep["rows"], sweep[f"{v}_interpreter_ms"], "o-", color=color)
+        ax_t.plot(sweep["rows"], 1e3 * sweep[f"{v}_interpreter_ms"], "o-", color=color)
 handles = [Line2D([], [], color=color, lw=2, label=label) for label, color in styles.values()]
 clocks = ([("o-", "GPU time"), ("x--", "host time per call (one reading)")] if helpers.HAS_GPU else
           [("o-", "interpreter wall time")])
 handles += [Line2D([], [], color="grey", ls=style[1:], marker=style[0], label=name) for style, name in clocks]
 ax_t.set(xscale="log", yscale="log", xlabel=f"rows (hidden size {H}; K = 1024)",
-         ylabel="ms per call (GPU time; host time dashed)" if helpers.HAS_GPU else "interpreter ms per call",
+         ylabel="µs per call (GPU time; host time dashed)" if helpers.HAS_GPU else "interpreter µs per call",
          title="Does un-fusing cost more at few rows or at many?")
-for column, marker, color, label in ((VS_TORCH, "o-", "tab:blue", "two-pass / PyTorch"),
-                                     (VS_FUSED, "s-", "tab:orange", "two-pass / fused")):
+for column, marker, color, label in ((VS_TORCH, "o-", "tab:purple", "two-pass / PyTorch"),
+                                     (VS_FUSED, "s-", "tab:red", "two-pass / fused")):  # not the left panel's colours
     errors = [sweep[column] - sweep[f"{column} low"], sweep[f"{column} high"] - sweep[column]]
     ax_r.errorbar(sweep["rows"], sweep[column], yerr=errors, fmt=marker, color=color, capsize=3,
                   label=f"{label} (median, quartiles)")
@@ -520,7 +642,8 @@ ax_r.axhline(1.5, color="grey", ls="--", label="1.5x: 1.5 times the bytes")
 ax_r.axhline(1.0, color="black", lw=0.8)
 ax_r.set_ylim(bottom=0)
 ax_r.set(xscale="log", xlabel=f"rows (hidden size {H}; K = 1024)",
-         ylabel=f"{CLOCK}-time ratio (above 1: two-pass slower)", title="How much slower is the two-pass kernel?")
+         ylabel=f"{CLOCK}-time ratio (above 1: two-pass slower)",
+         title="Two-pass against PyTorch and against fused")
 # one tick per row count, written 1K = 1024 (short labels: 256, 512, 1K fit side by side); where neighbours
 # sit closer than 2x apart the labels would touch at this width, so they are turned
 row_ticks = list(sweep["rows"])
@@ -671,7 +794,7 @@ if helpers.HAS_GPU:
         f"{len(sweep)} row counts, each its own single reading. " + host_flat_reading(sweep) + "\n\n"
         f"**Bandwidth.** At {n_rows(many['rows'])} the fused kernel moved "
         f"{num(many['fused_bytes'] / (many['fused_gpu_ms'] * 1e-3) / 1e9)} GB/s and the two-pass one "
-        f"{num(many['two_pass_bytes'] / (many['two_pass_gpu_ms'] * 1e-3) / 1e9)} GB/s (bytes in the table / "
+        f"{num(many['two_pass_bytes'] / (many['two_pass_gpu_ms'] * 1e-3) / 1e9)} GB/s (the bytes counted above / "
         f"GPU time). Their working set there (input, output and weight, {num(many['fused_bytes'] / 1e6)} MB) "
         + (f"fits in this GPU's {num(L2_BYTES / 1e6)} MB L2 cache, so the replayed calls read it from the cache: "
            "these are the cache's rates, not the main memory's."
@@ -954,6 +1077,17 @@ if before.launches_per_token is not None:
                     "outside the bar too. ")
                  + "Both sets of prices rest on single host readings or on one run's averages; chapter 8 fits the "
                  "two prices on whole-model runs instead. ")
+    if delta < 0 and not (per_token_verdict.real and per_token_verdict.ratio < 1):
+        moved = ("did not move beyond this run's noise" if not per_token_verdict.real else
+                 f"went up ({per_token_verdict.text})")
+        text += (f"\n\n**Against chapter 1's reading.** Chapter 1 read a decoded token's time as set mostly by the "
+                 "host launching kernels, so that launches removed should show up in the wall time. Here the swap cut "
+                 f"{-delta:.0f} launches per token, and the wall time per token {moved}: in its first test inside "
+                 "the model, that reading did not come out as predicted. A candidate reason, for chapter 8 to test: "
+                 "inside `generate()` part of the host's time around each module stays whether the module launches "
+                 "one kernel or several (the module call, the framework's Python around it, our launcher's checks), "
+                 "so a launch removed there saves less than the price of a launch measured alone, and a launch of "
+                 "ours, with its Python launcher, costs more. ")
 else:
     text += (f"In CPU mode the profiler counts only our launches ({after.project_launches_per_token:.0f} per "
              "token with the swap, none in the original) and no GPU time, so there was no prediction to test; "
@@ -1035,6 +1169,54 @@ def takeaway() -> str:
 
 
 helpers.md(takeaway())
+
+# %% [markdown]
+# ## Try it yourself
+#
+# Two changes to the two-pass RMSNorm, one at a time, each timed against the unchanged call with
+# `helpers.compare_calls` (GPU time by CUDA-graph replay in shuffled rounds, with the reference's A/A floor;
+# interpreter wall time in CPU mode) and judged by the series' rule. Guess first: set `answer` to `"faster"`,
+# `"slower"` or `"same"` and run the cell; with `answer = None` it only shows the measurement. Both work at
+# the sweep's largest row count, where the bytes weigh most.
+#
+# **1. The other precision.** The same rows in the other floating-point type: fp32 where the chapter ran
+# fp16 (on a GPU), fp16 where it ran fp32 (in CPU mode). In fp32 every element is 4 bytes instead of 2, so
+# `x` and `y` move twice the bytes, while the launches and the arithmetic (done in fp32 either way) stay.
+# Expect fp32 slower on a GPU where the bytes set the time; the interpreter computes with numpy, where
+# fp16 is no cheaper, so expect nothing useful from CPU mode.
+
+# %%
+BIG_ROWS = max(ROWS)  # a multiple of 8 in every mode (exercise 2 reshapes by it)
+OTHER = torch.float32 if DTYPE == torch.float16 else torch.float16
+x_big, norm_big = make_case(BIG_ROWS)
+w_big = norm_big.weight.detach()
+x_other, w_other = x_big.to(OTHER), w_big.to(OTHER)
+change = f"rows in {str(OTHER)[6:]}"
+
+# %%
+answer = None  # your guess: "faster", "slower" or "same"
+cmp = helpers.compare_calls({change: lambda: kernels.rmsnorm_two_pass(x_other, w_other)},
+                            reference=lambda: kernels.rmsnorm_two_pass(x_big, w_big))
+measured = helpers.check_answer(answer, cmp.ratios[change], cmp.floor, change=change, clock=cmp.clock)
+
+# %% [markdown]
+# **2. Longer rows, the same numbers.** Reshape the same input into rows eight times as long: an eighth as many
+# rows of $8H$ numbers. The bytes stay the same (the fp32 buffer even shrinks to an eighth), and so do the two
+# launches; what changes is the work of one program. Each gets a row of $8H$ numbers, more warps
+# (`kernels.configs.row_num_warps`) and a longer reduction, and the grid has an eighth as many programs to
+# spread over the SMs. Expect about the same GPU time while that smaller grid still fills the GPU; in the
+# interpreter each program costs a fixed price of its own, so there, expect fewer programs to be faster.
+
+# %%
+x_long = x_big.reshape(BIG_ROWS // 8, 8 * H)  # the same numbers, rows eight times as long
+w_long = torch.randn(8 * H, generator=torch.Generator().manual_seed(2)).to(DEVICE, DTYPE)  # a weight per column
+change = f"[{BIG_ROWS // 8}, {8 * H}] rows"
+
+# %%
+answer = None  # your guess: "faster", "slower" or "same"
+cmp = helpers.compare_calls({change: lambda: kernels.rmsnorm_two_pass(x_long, w_long)},
+                            reference=lambda: kernels.rmsnorm_two_pass(x_big, w_big))
+measured = helpers.check_answer(answer, cmp.ratios[change], cmp.floor, change=change, clock=cmp.clock)
 
 # %% [markdown]
 # Next, in chapter 4, we replace the largest pieces of work in the model, the linear projections, with a

@@ -17,7 +17,10 @@
 # - what the *K loop* and the fp32 *accumulator* inside each program do;
 # - how to check a low-precision matmul, and how close to PyTorch (cuBLAS) a simple Triton kernel gets;
 # - why the tile shape matters so much when the matmul has a single row, as in decoding;
+# - what the compiler makes of `tl.dot` for a T4 and for an H200 (FMA or tensor cores), and what registers
+#   and shared memory allow per SM;
 # - why a kernel timing must name its clock (GPU time or host time per call);
+# - how to place a kernel on a roofline, and why a one-row matmul can only be memory-bound;
 # - what happens to tokens/s when the model's 197 linear layers, and then its RMSNorms too, use our kernels,
 #   and how to tell a real slowdown from the noise of the machine.
 
@@ -65,6 +68,7 @@ colab_setup.prepare()
 
 # %%
 import inspect
+import itertools
 import statistics
 
 import matplotlib.pyplot as plt
@@ -88,16 +92,17 @@ E = torch.tensor([], dtype=DTYPE).element_size()  # bytes per element
 # The launcher reads $B$ through its strides, so the model's weight, stored as $N \times K$, is passed as
 # the transposed view `weight.t()` without copying it.
 #
-# Its last two arguments set how the GPU runs each program. `num_warps` gives each program its warps of
-# 32 threads (chapter 2): 4 for the default tile, 128 threads sharing a 64 x 64 output tile. `num_stages`
-# is how many K chunks the loop keeps in flight in **shared memory**, a small on-chip memory of each SM
-# that all the threads of a program share: with 2, the blocks of $A$ and $B$ for the next step are being
-# copied in while the current ones are multiplied. Triton overlaps the two with asynchronous copies, which
-# GPUs of compute capability 8.0 and newer have (sm_80; the number is NVIDIA's name for a GPU generation:
-# a T4 is sm_75, an H200 sm_90). `TRITON_INTERPRET=0 python -m kernels.aot --ptx` compiles the kernels
-# for both, no GPU needed, and shows the difference: for an H200 the default tile copies asynchronously
-# and uses 16 KiB of shared memory, two chunks of $A$ and $B$; for a T4 it has no such copies and uses
-# 8 KiB. Every tile of the list uses 2 stages, and the CPU interpreter ignores both arguments.
+# Its last two arguments set how the GPU runs each program. A program runs on one **streaming
+# multiprocessor** (SM), one of the GPU's tens of independent processors, as a group of **warps**, 32
+# threads that execute each instruction together ([chapter 1](01_setup.ipynb#The-GPU-you-are-on) has the
+# machine in one table). `num_warps` gives each program its warps: 4 for the default tile, 128 threads
+# sharing a 64 x 64 output tile. `num_stages` is how many K chunks the loop keeps in flight in **shared
+# memory**, a small on-chip memory of each SM that all the threads of a program share: with 2, the blocks
+# of $A$ and $B$ for the next step are being copied in while the current ones are multiplied. Triton
+# overlaps the two with asynchronous copies, which GPUs of compute capability 8.0 and newer have (sm_80;
+# the number is NVIDIA's name for a GPU generation: a T4 is sm_75, an H200 sm_90). Every tile of the list
+# uses 2 stages, and the CPU interpreter ignores both arguments; what they become on a real GPU is the
+# subject of the compiler section below.
 
 # %%
 matmul_src = inspect.getmodule(kernels.matmul)
@@ -153,16 +158,106 @@ helpers.md(
 )
 
 # %% [markdown]
+# ## What the compiler made: a T4 beside an H200
+#
+# `tl.dot` says *what* to compute; the compiler decides *how*. A GPU can multiply in two ways:
+#
+# - **FMA** (fused multiply-add, $a \cdot b + c$): the ordinary cores, one multiply-add per thread and
+#   instruction; the PTX instruction is `fma`.
+# - **Tensor cores**: units in each SM that multiply a small matrix tile (say 16 x 8 by 8 x 8, or on an H200
+#   64 x N by 16 x N for a group of four warps) in one instruction; the PTX instruction is an `mma`
+#   (matrix multiply-accumulate; `wgmma` on an H200). On a T4 they do about 65 TFLOP/s in fp16, the FMA
+#   cores 8.1 TFLOP/s in fp32 (the vendor's figures, `helpers.NOMINAL_TFLOPS`).
+#
+# Triton compiles ahead of time for a GPU that is not there: `helpers.compiler_table` compiles the matmul
+# in every tile of the list for a T4 (sm_75) and an H200 (sm_90), on this machine, GPU or not (about a
+# minute the first time), and reads the result: **PTX**, the GPU's portable assembly, and the assembler's
+# report. For each tile and target the table below gives the count of `mma` and `fma` instructions in the
+# code (each instruction counted once, however often the K loop runs it), the **registers** per thread (the
+# fastest storage, private to each thread; the fp32 accumulator lives there), the shared memory per
+# program, and how many programs one SM can hold at once, with the limit that sets it (warps, registers
+# or shared memory per SM). That last number is the kernel's **occupancy**: more programs resident on an
+# SM give it more work to switch to while one of them waits for memory.
+
+# %%
+DEFAULT = kernels.DEFAULT_TILE.name  # the blog's tile, 64 x 64 x 32
+compiled = helpers.compiler_table(["matmul_kernel"])
+TARGETS = {cc: compiled.loc[compiled["cc"] == cc, "gpu"].iloc[0] for cc in sorted(compiled["cc"].unique())}
+
+
+def per_target(cc):
+    """The compiler's numbers for one target, one row per tile in the order of kernels.TILE_CONFIGS."""
+    t = compiled[compiled["cc"] == cc].set_index("label").loc[list(kernels.TILE_CONFIGS)]
+    return pd.DataFrame({"mma": t["tensor-core mma"], "fma": t["fma"], "registers": t["registers"],
+                         "shared KiB": t["shared"] / 1024, "programs per SM": t["programs_per_sm"],
+                         "limited by": t["limited_by"]})
+
+
+print("static PTX instruction counts per kernel (not per run of the K loop); registers per thread (ptxas); "
+      "shared memory per program; programs one SM can hold at once, and what limits it")
+helpers.show(pd.concat({TARGETS[cc]: per_target(cc) for cc in TARGETS}, axis=1).rename_axis("tile"))
+
+# %%
+T4_CC, H_CC = min(TARGETS), max(TARGETS)  # sm_75 and sm_90
+t4, h = per_target(T4_CC), per_target(H_CC)
+fma_on_t4 = bool((t4["mma"] == 0).all() and (t4["fma"] > 0).all())
+mma_on_h = bool((h["mma"] > 0).all())
+t4_tc, t4_fma = helpers.NOMINAL_TFLOPS["t4"]
+
+
+def count_range(col):
+    return f"{col.min():,}" if col.min() == col.max() else f"{col.min():,} to {col.max():,}"
+
+
+def compiled_as(t, name):
+    """What tl.dot became for one target, in words, from its instruction counts."""
+    if (t["mma"] > 0).all():
+        return f"for {name} every tile's `tl.dot` became tensor-core `mma` instructions ({count_range(t['mma'])} per kernel)"
+    if (t["mma"] == 0).all():
+        return (f"for {name} no tile uses the tensor cores: `tl.dot` became {count_range(t['fma'])} `fma` "
+                "instructions per kernel, and not one `mma`")
+    return f"for {name} {int((t['mma'] > 0).sum())} of the {len(t)} tiles use `mma`"
+
+
+d4, dh = t4.loc[DEFAULT], h.loc[DEFAULT]
+first = compiled_as(t4, TARGETS[T4_CC])
+text = ("**What the table shows.** " + first[0].upper() + first[1:] + "; " + compiled_as(h, TARGETS[H_CC]) + ". ")
+if fma_on_t4 and mma_on_h:
+    text += ("So with this Triton the T4 runs our matmul on its FMA cores, whose roof is "
+             f"{t4_fma:g} TFLOP/s, while cuBLAS, which PyTorch calls, runs on the T4's tensor cores, roof "
+             f"{t4_tc:g} TFLOP/s: on a shape with enough arithmetic to reach those roofs, the blog's matmul was "
+             f"racing cuBLAS with {t4_tc / t4_fma:.0f} times less compute available. On an H200 both use the "
+             "tensor cores. ")
+text += (f"The default tile {DEFAULT} holds {d4['registers']} registers per thread and {d4['shared KiB']:g} KiB "
+         f"of shared memory on {TARGETS[T4_CC]}, so an SM holds {d4['programs per SM']} of its programs at once "
+         f"(limited by {d4['limited by']}); on {TARGETS[H_CC]}, {dh['registers']} registers and "
+         f"{dh['shared KiB']:g} KiB, {dh['programs per SM']} programs per SM (limited by {dh['limited by']}). "
+         f"Tiles limited by registers on {TARGETS[T4_CC]}: {int((t4['limited by'] == 'registers').sum())} of "
+         f"{len(t4)}, on {TARGETS[H_CC]}: {int((h['limited by'] == 'registers').sum())}. A tile that needs many "
+         "registers leaves an SM few programs to switch between while one waits for memory.")
+helpers.md(text)
+
+# %% [markdown]
+# What the instructions look like: the first few PTX lines of the default tile's multiply for each target.
+# On the T4, `fma.rn.f32 d, a, b, c` is one fp32 multiply-add of one thread ($d = a \cdot b + c$, rounded
+# to nearest): one K step of the default tile, a 64 x 32 by 32 x 64 product, is 131,072 multiply-adds,
+# 1,024 for each of the program's 128 threads (compare the tile's `fma` count in the table). On the H200, `wgmma.mma_async...m64nNk16.f32.f16.f16`
+# is one instruction for the four warps of a program together: a 64 x 16 block of fp16 $A$ times a
+# 16 x N block of $B$, added into fp32 accumulators; the `fence`, `commit_group` and `wait_group` lines
+# around it start it and wait for it, since it runs asynchronously.
+
+# %%
+print(f"{TARGETS[T4_CC]}, tile {DEFAULT}, lines matching 'fma':")
+print(helpers.ptx_excerpt("matmul_kernel", DEFAULT, T4_CC, r"fma", max_lines=4))
+print(f"\n{TARGETS[H_CC]}, tile {DEFAULT}, lines matching 'mma':")
+print(helpers.ptx_excerpt("matmul_kernel", DEFAULT, H_CC, r"mma", max_lines=6))
+
+# %% [markdown]
 # ## Timing against PyTorch
 #
-# PyTorch hands a matmul to cuBLAS, NVIDIA's library, tuned for each GPU for years; on a T4 it uses the
-# **tensor cores**, units in each SM that multiply small matrix tiles with one instruction, while the
-# ordinary cores do one fused multiply-add (FMA, $a \cdot b + c$) per thread and instruction: on a T4
-# about 65 TFLOP/s in fp16 against 8.1 in fp32 FMAs (the vendor's figures, `helpers.NOMINAL_TFLOPS`).
-# Triton's `tl.dot` uses them on an H200 but not on a T4: for sm_75 it compiles to ordinary fp32 FMAs.
-# The `kernels.aot --ptx` report named above counts both kinds of instruction, tensor-core `mma` and
-# `fma`, in each GPU's compiled code. So we expect to lose, most of all on a T4. How much, and where, is
-# the interesting part. We time two shapes:
+# PyTorch hands a matmul to cuBLAS, NVIDIA's library, tuned for each GPU for years, and on both GPUs
+# running on the tensor cores. So we expect to lose, most of all on a T4 if the compiler section above
+# found FMA instructions there. How much, and where, is the interesting part. We time two shapes:
 # the model shape above, and the **decode shape**, one row, which is what every projection sees when the
 # model generates one token at a time.
 #
@@ -194,7 +289,6 @@ helpers.md(
 CLOCK = helpers.CLOCK_LABELS["gpu" if helpers.HAS_GPU else "interpreter"]  # the clock of every kernel ratio
 SHORT = "GPU" if helpers.HAS_GPU else "interpreter"  # the same clock, in column names
 HOST = "host" if helpers.HAS_GPU else "interpreter"
-DEFAULT = kernels.DEFAULT_TILE.name
 model_shape, decode_shape = SIZES.matmul_shape, SIZES.matmul_decode_shape
 
 
@@ -243,6 +337,20 @@ def gb_s(value):
     return f"{value:,.0f} GB/s" if value >= 100 else f"{value:.3g} GB/s"
 
 
+def us(ms):
+    """A time given in ms, written in µs to three significant figures: '4.24', '11.4', '568', '12,345'."""
+    text = f"{1e3 * ms:#.3g}"
+    return f"{1e3 * ms:,.0f}" if "e" in text else text.rstrip(".")
+
+
+def sig(value, digits=3):
+    """A number to ``digits`` significant figures as text (no padding back to four, no exponent)."""
+    if value is None:
+        return "n/a (CPU)"
+    text = f"{value:#.{digits}g}"
+    return f"{value:,.0f}" if "e" in text else text.rstrip(".")
+
+
 def single_reading(a, b):
     """Two host readings, one of each call and no rounds, side by side: a ratio without a verdict."""
     r = a / b
@@ -267,21 +375,23 @@ for label, shape in (("model shape", model_shape), ("decode shape", decode_shape
     cc, (flops, nbytes) = at[label], work(shape)
     t_torch, t_ours, r = cc.ms[helpers.REFERENCE], cc.ms[DEFAULT], cc.ratios[DEFAULT]
     row = {"shape": label, "M x K x N": " x ".join(map(str, shape)),
-           f"PyTorch {SHORT} ms": t_torch, f"Triton {SHORT} ms": t_ours,
-           "Triton / PyTorch (median)": r.median, "quartiles": f"{r.low:.2f}-{r.high:.2f}",
-           "A/A floor": round(cc.floor.median, 3), "verdict": cc.verdict(DEFAULT).text}
+           f"PyTorch {SHORT} µs": us(t_torch), f"Triton {SHORT} µs": us(t_ours),
+           "Triton / PyTorch (median)": f"{r.median:.2f}", "quartiles": f"{r.low:.2f}-{r.high:.2f}",
+           "A/A floor": f"{cc.floor.median:.3f}", "verdict": cc.verdict(DEFAULT).text}
     if helpers.HAS_GPU:
-        row.update({"PyTorch host ms per call": host_ms[label, "torch"],
-                    "Triton host ms per call": host_ms[label, "triton"]})
+        row.update({"PyTorch host µs per call": us(host_ms[label, "torch"]),
+                    "Triton host µs per call": us(host_ms[label, "triton"])})
     torch_launches = launches[label, "torch"] if helpers.HAS_GPU else None  # CPU mode counts only our kernels
     row["kernels per call (PyTorch, Triton)"] = f"{helpers.fmt(torch_launches, 0)}, {launches[label, 'triton']:.0f}"
     row.update({"PyTorch TFLOP/s": per_s(flops / 1e12, t_torch), "Triton TFLOP/s": per_s(flops / 1e12, t_ours),
                 "PyTorch GB/s": per_s(nbytes / 1e9, t_torch), "Triton GB/s": per_s(nbytes / 1e9, t_ours)})
     rows.append(row)
-timings = pd.DataFrame(rows).set_index("shape")
-print(f"{SHORT} ms: {CLOCK}, medians of {at['model shape'].rounds} shuffled rounds (helpers.compare_calls)"
-      + (f"; host ms per call: {helpers.CLOCK_LABELS['host']}" if helpers.HAS_GPU else ""))
-helpers.show(timings.round(4).fillna("n/a (CPU)"))
+timings = pd.DataFrame(rows).set_index("shape")  # rates kept as numbers: the sentences below read them
+print(f"{SHORT} µs: {CLOCK}, medians of {at['model shape'].rounds} shuffled rounds (helpers.compare_calls)"
+      + (f"; host µs per call: {helpers.CLOCK_LABELS['host']}" if helpers.HAS_GPU else "")
+      + "; times and rates to three significant figures")
+RATES = ["PyTorch TFLOP/s", "Triton TFLOP/s", "PyTorch GB/s", "Triton GB/s"]
+helpers.show(timings.assign(**{c: timings[c].map(sig) for c in RATES}))
 
 rounds_note = f"{CLOCK}, median of {at['model shape'].rounds} shuffled rounds (compare_calls)"
 helpers.record("matmul.torch_ms", at["model shape"].ms[helpers.REFERENCE], "ms",
@@ -304,10 +414,10 @@ model_v, decode_v = at["model shape"].verdict(DEFAULT), at["decode shape"].verdi
 B = helpers.blog  # the blog's T4 figures, by result id
 gpu_ms = {label: (at[label].ms[DEFAULT], at[label].ms[helpers.REFERENCE]) for label in at}
 text = (
-    f"On the {SHORT} clock, at the model shape our kernel took **{gpu_ms['model shape'][0]:.4f} ms** against "
-    f"PyTorch's **{gpu_ms['model shape'][1]:.4f} ms**; round by round, **{against(model_v, 'PyTorch')}** "
-    f"(A/A floor {at['model shape'].floor.median:.3f}). At the decode shape, {gpu_ms['decode shape'][0]:.4f} "
-    f"against {gpu_ms['decode shape'][1]:.4f} {SHORT} ms: **{against(decode_v, 'PyTorch')}** "
+    f"On the {SHORT} clock, at the model shape our kernel took **{us(gpu_ms['model shape'][0])} µs** against "
+    f"PyTorch's **{us(gpu_ms['model shape'][1])} µs**; round by round, **{against(model_v, 'PyTorch')}** "
+    f"(A/A floor {at['model shape'].floor.median:.3f}). At the decode shape, {us(gpu_ms['decode shape'][0])} "
+    f"against {us(gpu_ms['decode shape'][1])} {SHORT} µs: **{against(decode_v, 'PyTorch')}** "
     f"(A/A floor {at['decode shape'].floor.median:.3f})"
 )
 if helpers.HAS_GPU:
@@ -316,8 +426,8 @@ if helpers.HAS_GPU:
                     f"{n_ours:.0f} kernels per call against {n_torch:.0f}")
     text += (f", with our kernel reading the weights at {gb_s(timings.loc['decode shape', 'Triton GB/s'])} "
              f"against PyTorch's {gb_s(timings.loc['decode shape', 'PyTorch GB/s'])}. On the host clock, one "
-             f"decode-shape call cost {1e3 * host_ms['decode shape', 'triton']:.1f} µs of host time through our "
-             f"launcher against {1e3 * host_ms['decode shape', 'torch']:.1f} µs for PyTorch's, "
+             f"decode-shape call cost {us(host_ms['decode shape', 'triton'])} µs of host time through our "
+             f"launcher against {us(host_ms['decode shape', 'torch'])} µs for PyTorch's, "
              f"{single_reading(host_ms['decode shape', 'triton'], host_ms['decode shape', 'torch'])} as long "
              f"(one host reading of each call, no rounds: a ratio, not a verdict), for {kernels_each}. ")
 else:
@@ -389,9 +499,15 @@ def tile_row(tile, shape=decode_shape):
 tiles = pd.DataFrame([tile_row(t) for t in kernels.TILE_CONFIGS.values()])
 decode_torch_ms = sweep.ms[helpers.REFERENCE]
 helpers.save_sweep(tiles, "matmul_tile_sweep")
-print(f"{MS_COL}: {CLOCK}, median of {sweep.rounds} shuffled rounds; A/A floor (PyTorch against itself) "
+print(f"{SHORT} µs: {CLOCK}, median of {sweep.rounds} shuffled rounds; A/A floor (PyTorch against itself) "
       f"{floor_decode.median:.3f} ({floor_decode.low:.2f}-{floor_decode.high:.2f})")
-helpers.show(tiles.round(4))
+shown = tiles.copy()  # written for reading: times in µs and rates to three significant figures, ratios to two decimals
+shown[MS_COL] = tiles[MS_COL].map(us)
+for column in [c for c in ("useful %", "GB/s") if c in tiles]:
+    shown[column] = tiles[column].map(sig)
+for column in ("vs PyTorch", "vs default tile"):
+    shown[column] = tiles[column].map(lambda r: f"{r:.2f}")
+helpers.show(shown.rename(columns={MS_COL: f"{SHORT} µs"}))
 
 # %%
 fig, ax = plt.subplots(figsize=(9, 4.5))
@@ -403,7 +519,7 @@ err = [[m - sweep.ratios[t].low for t, m in zip(tiles["tile"], med)],
 ax.barh(tiles["tile"], med, xerr=err, capsize=3, color=[colors[bm] for bm in tiles["block_m"]])
 lo, hi, band_label = noise_band(floor_decode)  # helpers.verdict: within noise inside [lo, hi]
 band = ax.axvspan(lo, hi, color="tab:gray", alpha=0.25, label=band_label)
-torch_line = ax.axvline(1.0, color="crimson", ls="--", label=f"PyTorch: {decode_torch_ms:.4f} {SHORT} ms = 1")
+torch_line = ax.axvline(1.0, color="crimson", ls="--", label=f"PyTorch: {us(decode_torch_ms)} {SHORT} µs = 1")
 dM, dK, dN = decode_shape  # helpers.SIZES gives shapes as (M, K, N): x[M, K] @ W[N, K]^T
 ax.set(xlabel=f"{CLOCK}, relative to PyTorch's (median of {sweep.rounds} rounds, quartiles)",
        ylabel="tile (m_n_k: BLOCK_M, BLOCK_N, BLOCK_K)",
@@ -509,7 +625,7 @@ def read_grid_across(best_name):
     if same:
         slowest = max(same, key=lambda t: sweep.ms[t])
         text += (f"With the grid held at {p_best} programs, the slowest of those tiles, {slowest}, took "
-                 f"{sweep.ms[slowest]:.4f} {SHORT} ms against {sweep.ms[best_name]:.4f}: round by round, **"
+                 f"{us(sweep.ms[slowest])} {SHORT} µs against {us(sweep.ms[best_name])}: round by round, **"
                  + (f"{v[slowest].text}**, so at one grid size the other sizes decided. " if v[slowest].real else
                     f"within noise** ({v[slowest].reason}). "))
     return text
@@ -521,12 +637,12 @@ def describe(row):
 
 
 text = (
-    f"The fastest tile in the median was **{best['tile']}** ({best[MS_COL]:.4f} {SHORT} ms; {describe(best)}), "
-    f"the slowest **{worst['tile']}** ({worst[MS_COL]:.4f} {SHORT} ms; {describe(worst)}). Round by round, "
+    f"The fastest tile in the median was **{best['tile']}** ({us(best[MS_COL])} {SHORT} µs; {describe(best)}), "
+    f"the slowest **{worst['tile']}** ({us(worst[MS_COL])} {SHORT} µs; {describe(worst)}). Round by round, "
     f"slowest against fastest: **{spread_v.text}**"
     + (", from the tile alone, for the same result. " if spread_v.real else
        ": the tile shape made no difference this run can tell from its noise at this shape. ")
-    + f"The default tile {DEFAULT} took {default[MS_COL]:.4f} {SHORT} ms ({describe(default)}), with "
+    + f"The default tile {DEFAULT} took {us(default[MS_COL])} {SHORT} µs ({describe(default)}), with "
     f"{default['useful %']:.1f}% of its arithmetic useful; the fastest tile against it: **{best_default_v.text}**. "
     + differ_in(best["tile"], worst["tile"]) + "\n\n"
 )
@@ -579,6 +695,112 @@ text += "The blog's own table of this sweep did not survive in its text."
 helpers.md(text)
 
 # %% [markdown]
+# ## A roofline: why one row can only be memory-bound
+#
+# A kernel's **arithmetic intensity** is its work over its traffic: FLOPs per byte moved, here
+# $2MNK$ over the minimum bytes $2(MK + NK + MN)$ in fp16. A **roofline** plots each measurement at its
+# intensity against the TFLOP/s it achieved, under two roofs of the GPU: the memory roof, bandwidth x
+# intensity (a slanted line: at one flop per byte and a T4's 320 GB/s, at most 0.32 TFLOP/s), and the flat
+# compute peak. Where they meet is the **ridge point**, peak over bandwidth. Left of it a kernel can at
+# best be **memory-bound**, right of it **compute-bound**: the regimes of
+# [chapter 1](01_setup.ipynb#Three-regimes). The figure draws two compute peaks: the tensor cores', and the
+# FMA cores' (the roof of a `tl.dot` compiled to `fma`, as for a T4).
+#
+# For $M = 1$ the intensity is $2NK / 2(K + NK + N)$, just under one flop per byte, whatever $N$ and $K$:
+# each weight is read once and used once. Both GPUs' ridge points are in the hundreds.
+
+# %%
+def roof_point(label, group, shape, ms):
+    flops, nbytes = work(shape)
+    return {"label": label, "group": group, "flops": flops, "bytes": nbytes, "gpu_ms": ms}
+
+
+def intensity(shape, element_bytes=2):
+    M, K, N = shape
+    return 2 * M * N * K / (element_bytes * (M * K + N * K + M * N))
+
+
+FULL = helpers.SIZES_BY_MODE["full"]  # the shapes the blog's T4 ran (full size), whatever this mode is
+t4_gb_s = helpers.NOMINAL_GB_S["t4"]
+t4_ridge_fma, t4_ridge_tc = t4_fma * 1e3 / t4_gb_s, t4_tc * 1e3 / t4_gb_s
+
+
+def t4_roof(shape, peak):
+    """The most TFLOP/s a T4 allows at the shape's intensity, under compute peak ``peak``."""
+    return min(peak, intensity(shape) * t4_gb_s / 1e3)
+
+
+i_dec, i_mod = intensity(FULL.matmul_decode_shape), intensity(FULL.matmul_shape)
+text = (f"**On a T4, from the data sheet.** Its ridge point is {t4_ridge_tc:.0f} flop per byte on the tensor cores "
+        f"and {t4_ridge_fma:.0f} on the FMA cores ({t4_tc:g} and {t4_fma:g} TFLOP/s over {t4_gb_s} GB/s). At the "
+        f"full-size decode shape {FULL.matmul_decode_shape} the intensity is {i_dec:.2f} flop per byte, left of "
+        f"both: the memory roof allows {t4_roof(FULL.matmul_decode_shape, t4_tc):.2f} TFLOP/s with or without "
+        "tensor cores, so compiling `tl.dot` to FMA costs nothing there; the weights' bytes set the time. At the "
+        f"full-size model shape {FULL.matmul_shape}, {i_mod:.0f} flop per byte, "
+        + ("right of the FMA ridge: " if i_mod > t4_ridge_fma else "left of the FMA ridge too: ")
+        + f"an FMA kernel's roof is {t4_roof(FULL.matmul_shape, t4_fma):.1f} TFLOP/s, cuBLAS's on the tensor cores "
+        f"{t4_roof(FULL.matmul_shape, t4_tc):.1f}, "
+        f"{t4_roof(FULL.matmul_shape, t4_tc) / t4_roof(FULL.matmul_shape, t4_fma):.1f} times higher. "
+        + ("That is the part of the blog's gap to cuBLAS at a model-shaped input that no tile can close on a T4 "
+           "with this compiler. " if fma_on_t4 else "")
+        + "In decoding, every projection runs at M = 1, where the two roofs coincide.")
+helpers.md(text)
+
+# %%
+if helpers.HAS_GPU and helpers.SLUG in helpers.NOMINAL_TFLOPS and helpers.SLUG in helpers.NOMINAL_GB_S:
+    named = {DEFAULT, best["tile"], worst["tile"]}  # the other tiles unlabelled: at one intensity they overlap
+    points = [roof_point("PyTorch", f"decode shape, M = {decode_shape[0]}", decode_shape, sweep.ms[helpers.REFERENCE])]
+    points += [roof_point(t if t in named else "", f"decode shape, M = {decode_shape[0]}", decode_shape, sweep.ms[t])
+               for t in kernels.TILE_CONFIGS]
+    points += [roof_point(name, f"model shape, M = {model_shape[0]}", model_shape, at["model shape"].ms[key])
+               for name, key in (("PyTorch", helpers.REFERENCE), (DEFAULT, DEFAULT))]
+    roofline = pd.DataFrame(points)
+    helpers.plot_roofline(roofline, name="matmul_roofline")
+    plt.show()
+else:
+    roofline = None
+    helpers.md("The roofline needs GPU times and this GPU's nominal bandwidth and compute "
+               "(`helpers.NOMINAL_GB_S`, `helpers.NOMINAL_TFLOPS`): "
+               + ("in CPU mode there is no GPU clock. " if not helpers.HAS_GPU else
+                  f"no nominal figures for {helpers.SLUG}. ")
+               + "The T4 reading above needs neither.")
+
+
+# %%
+def read_roofline(points):
+    """Where each shape's points sit against this GPU's roofs, and which regime the default tile's call is in."""
+    gb, (tc, _) = helpers.NOMINAL_GB_S[helpers.SLUG], helpers.NOMINAL_TFLOPS[helpers.SLUG]
+    ridge = tc * 1e3 / gb
+    text = f"**On this GPU ({helpers.SLUG}).** Ridge point {ridge:.0f} flop per byte ({tc:g} TFLOP/s over {gb:,} GB/s). "
+    for label, shape in (("decode shape", decode_shape), ("model shape", model_shape)):
+        sub = points[points["group"].str.startswith(label)]
+        i = intensity(shape, E)
+        roof = min(tc, i * gb / 1e3)
+        tflops = sub["flops"] / (sub["gpu_ms"] * 1e-3) / 1e12
+        got = dict(zip(sub["label"], tflops))  # the labelled points: PyTorch, the default tile and others
+        ours = got[DEFAULT]
+        text += (f"At the {label} {shape}, {i:.3g} flop per byte, "
+                 + (f"{ridge / i:.0f} times left of the ridge: memory-bound, with a roof of {roof:.3g} TFLOP/s "
+                    f"({100 * roof / tc:.2g}% of the compute peak). " if i < ridge else
+                    f"right of the ridge: compute-bound, under the {tc:g} TFLOP/s peak. ")
+                 + f"The default tile reached {ours:.3g} TFLOP/s ({100 * ours / roof:.0f}% of its roof), PyTorch "
+                 f"{got['PyTorch']:.3g} ({100 * got['PyTorch'] / roof:.0f}%). ")
+        above = int((tflops > roof).sum())
+        if above:
+            text += (f"{above} of its {len(sub)} points sit{'s' * (above == 1)} above the memory roof: the "
+                     "replayed operands came from the L2 cache (the caution above), whose bandwidth is higher "
+                     "than memory's. ")
+        flops, nbytes = work(shape)
+        side, why = helpers.regime(host_ms[label, "triton"], at[label].ms[DEFAULT], flops, nbytes)
+        text += f"As a call of its own, the default tile at this shape is **{side}** ({why}). "
+    return text + ("A call that is overhead-bound on its own can still be memory-bound inside a CUDA graph, where "
+                   "no host launches it: the point on the roofline is that GPU time.")
+
+
+if roofline is not None:
+    helpers.md(read_roofline(roofline))
+
+# %% [markdown]
 # ## Explore the tiles yourself
 #
 # `explore(name)` reads one tile of the sweep in words: its grid, its share of useful arithmetic and its
@@ -592,7 +814,7 @@ def explore(tile_name):
     """One tile of the decode-shape sweep in a line, from the same measurement as the table."""
     row = tile_row(kernels.TILE_CONFIGS[tile_name])
     vs_default = "" if tile_name == DEFAULT else f", against the default tile {row['vs default: verdict']}"
-    print(f"{tile_name} on the decode shape {decode_shape}: {row[MS_COL]:.4f} {SHORT} ms, {row['programs']} "
+    print(f"{tile_name} on the decode shape {decode_shape}: {us(row[MS_COL])} {SHORT} µs, {row['programs']} "
           f"programs, {row['useful %']:.1f}% of the tile arithmetic useful; against PyTorch "
           f"{row['vs PyTorch: verdict']}{vs_default} ({CLOCK})")
 
@@ -613,8 +835,10 @@ explore(DEFAULT)  # try explore("m16_n128_k64")
 # together by `helpers.compare_configs`: in each of several rounds every configuration generates once, in
 # a shuffled order, and each one's time is divided by the original's time of the same round. The original
 # also runs against itself: that A/A ratio is this run's noise floor, and a step whose ratio does not
-# stand out of it is "within noise". Tokens/s there is new tokens over the whole generation time, prefill
-# included. Each generation is followed by a one-token one, so the same rounds also give the **wall ms per
+# stand out of it is "within noise". (The original's own tokens/s need not match chapter 1's or 3's: each
+# chapter's rounds run under their own host conditions, and over a long run of the series the host can drift.
+# Only ratios within one run's rounds are compared.) Tokens/s there is new tokens over the whole generation
+# time, prefill included. Each generation is followed by a one-token one, so the same rounds also give the **wall ms per
 # decoded token** (prefill excluded); after the rounds, the profiler counts each configuration's kernels
 # and GPU-busy ms per decoded token.
 #
@@ -734,8 +958,8 @@ for name, p in profiles.items():
            "our launches per token": p.project_launches_per_token,
            "GPU-busy ms per token": helpers.fmt(p.gpu_busy_ms_per_token, 3)}
     if name in predicted:
-        row.update({"predicted wall ms per decoded token": round(predicted[name], 2),
-                    "error %": round(100 * (predicted[name] / p.wall_ms_per_token - 1), 1) + 0.0})  # no -0.0
+        error = round(100 * (predicted[name] / p.wall_ms_per_token - 1), 1) + 0.0  # + 0.0: never "-0.0"
+        row.update({"predicted wall ms per decoded token": f"{predicted[name]:.2f}", "error %": f"{error:+.1f}"})
     per_token.append(row)
 print(f"per decoded token: wall ms from the rounds ({orig.note}); kernels and GPU-busy ms from torch.profiler"
       + (f"; price of a PyTorch launch from the original: ({orig.wall_ms_per_token:.2f} - "
@@ -748,8 +972,8 @@ short = {helpers.ORIGINAL_AGAIN: "original again\n(A/A floor)", "attention proj"
          "attention + MLP proj": "+ MLP proj", "all proj + RMSNorm": "+ lm_head\n+ RMSNorm"}
 floor = comparison.floor  # the original against itself, in the same rounds
 fig, (ax_tps, ax_r) = plt.subplots(1, 2, figsize=(11, 5))
-ax_tps.bar(["original", *(short[s] for s in STEPS)], [tps[helpers.ORIGINAL], *(tps[s] for s in STEPS)],
-           color="tab:blue")
+ax_tps.bar(["original", *(short[s] for s in order)], [tps[helpers.ORIGINAL], *(tps[s] for s in order)],
+           color=["tab:blue", *("tab:gray" if s == helpers.ORIGINAL_AGAIN else "tab:blue" for s in order)])
 ax_tps.set(ylabel=(f"tokens/s (each configuration's own median\n"
                    f"of {len(comparison.orders)} rounds: not the ratios' statistic)"),
            title="How many tokens per second after each swap?")
@@ -832,11 +1056,54 @@ def read_two_statistics():
             "are the measurement, and the verdicts read them.\n\n")
 
 
+def decode_over_previous(name, before):
+    """A step's wall ms per decoded token over the step before it, round by round (prefill excluded)."""
+    return helpers.Ratio.of([t / b for t, b in zip(comparison.decode_ms(name).values,
+                                                   comparison.decode_ms(before).values)])
+
+
+def read_increments():
+    """The budget's step-to-step changes against the measured ones (wall ms per decoded token): does it get
+    the direction of each step right? A total near its measurement can hide a step predicted the wrong way."""
+    decode_floor = comparison.decode_ratio(helpers.ORIGINAL_AGAIN)  # the A/A floor of wall ms per decoded token
+    names = list(STEPS)
+    parts, right = [], 0
+    for before, name in itertools.pairwise(names):
+        pred_v = helpers.verdict(predicted[name] / predicted[before])  # one number each: the 5% rule alone
+        meas_v = helpers.verdict(decode_over_previous(name, before), decode_floor)
+        said, got = direction(pred_v), direction(meas_v)
+        right += said == got
+        if said == got:
+            how = "the same direction"
+        elif pred_v.real and meas_v.real:
+            how = f"**the wrong direction**: the budget said {said}, the model got {got}"
+        elif pred_v.real:
+            how = f"**a change the run could not see**: the budget said {said}, the rounds say within noise"
+        else:
+            how = f"**a change the budget did not see**: it said no change, the model got {got}"
+        change = profiles[name].wall_ms_per_token - profiles[before].wall_ms_per_token
+        parts.append(f"{name} over {before}: predicted {predicted[name] - predicted[before]:+.2f} ms "
+                     f"({pred_v.text}), measured {change:+.2f} ms (round by round {meas_v.text}"
+                     + (f"; {meas_v.reason}" if not meas_v.real else "") + f"): {how}")
+    text = ("**Step by step.** The budget also predicts what each swap adds to the one before; per decoded token: "
+            + "; ".join(parts) + f". It got {right} of the {len(parts)} steps' direction right")
+    if right < len(parts):
+        return text + (": a prediction near the measured total is not a prediction of each swap's cost, and a "
+                       "step it got the wrong way is a miss whatever the totals say. ")
+    return text + ". "
+
+
 mlp_over_attn = over_previous("attention + MLP proj", "attention proj")
 mlp_v = helpers.verdict(mlp_over_attn, floor)
+floor_v = comparison.verdict(helpers.ORIGINAL_AGAIN)  # the floor against the 5% minimum alone
 text = (
     f"Over {len(comparison.orders)} shuffled rounds the original against itself gave a time ratio of "
-    f"{floor.median:.3f} ({floor.low:.2f}-{floor.high:.2f}): the run's noise floor. Round by round against the "
+    f"{floor.median:.3f} ({floor.low:.2f}-{floor.high:.2f}): the run's noise floor"
+    + (f". The floor itself stood out of the series' {100 * helpers.MIN_EFFECT:.0f}% minimum: two identical models "
+       f"differed by {100 * abs(floor.median - 1):.0f}%, so the host was noisy in these rounds, and a step must "
+       f"now differ from 1 by more than {100 * helpers.noise_threshold(floor):.0f}% to count. "
+       if floor_v.real else ". ")
+    + "Round by round against the "
     f"original: with the {4 * L} attention projections on our matmul, {step('attention proj')}; with the "
     f"{3 * L} MLP projections too, {step('attention + MLP proj')}; with `lm_head` and the two-pass RMSNorms on "
     f"top, {step(LAST)}. The MLP step over the attention step, round by round: {mlp_over_attn.median:.2f} "
@@ -855,7 +1122,8 @@ if predicted:
                      f"({off_by(pred, p.wall_ms_per_token)})")
     text += ("**The prediction.** Per decoded token, in wall ms: " + "; ".join(parts) + f". The budget "
              f"predicted {len(hits)} of the {len(STEPS)} steps within {100 * PREDICTION_BAR:.0f}%. "
-             + read_bias({n: predicted[n] / profiles[n].wall_ms_per_token - 1 for n in STEPS}))
+             + read_bias({n: predicted[n] / profiles[n].wall_ms_per_token - 1 for n in STEPS})
+             + read_increments())
     # every error beyond the smallest effect the series calls real (5%) is explained with the price it implies
     for name in [n for n in STEPS if abs(predicted[n] / profiles[n].wall_ms_per_token - 1) > helpers.MIN_EFFECT]:
         p, b = profiles[name], budgets[name]
@@ -979,5 +1247,65 @@ helpers.show(helpers.compare("matmul.").astype(object).fillna("-"))  # "-": not 
 #   leaves out (or counts twice) some cost, and the reading above says which way it leans.
 # - A step's cost is read from its per-round time ratios against the original, with the A/A floor beside
 #   them; the tokens/s medians are another statistic, and can even rank the steps differently.
+# - What the compiler made decides what a tile can reach: the table shows `tl.dot` as `fma` or tensor-core
+#   `mma` for each GPU, with the registers and shared memory that set how many programs an SM holds.
+# - A matmul with one row does about one flop per byte: far left of the ridge point on the roofline, it is
+#   memory-bound on any GPU, so tensor cores (or their absence) matter at the model shape, not in decoding.
+
+# %% [markdown]
+# ## Try it yourself
 #
+# Each exercise changes one thing in the default tile's launch and times the call against the default, in
+# shuffled rounds with an A/A floor (`helpers.compare_calls`, the GPU clock; interpreter time in CPU mode).
+# Write your guess in `answer` before you run the cell: `"faster"`, `"slower"` or `"same"` (within noise).
+# `helpers.check_answer` says whether the measurement agrees. Each cell takes a few seconds.
+
+# %%
+BASE = kernels.DEFAULT_TILE.kwargs()  # block sizes, num_warps, num_stages of the default tile
+decode_ops, model_ops = make_operands(decode_shape, seed=3), make_operands(model_shape, seed=4)
+
+
+def launch(ops, **change):
+    """A call of our matmul on ``ops`` (x, w) with the default tile, ``change`` overriding its sizes."""
+    x, w_ = ops
+    return lambda: kernels.matmul(x, w_.t(), **{**BASE, **change})
+
+
+# %% [markdown]
+# **1. A shorter tile for one row.** At the decode shape, cut `BLOCK_M` from 64 to 16 and keep everything
+# else. The masked rows load no bytes, but `tl.dot` multiplies them and the accumulator holds them in
+# registers (the compiler table above shows how many registers each tile needs). Does removing 48 rows of
+# padding matter to a call whose time the roofline says is set by its bytes?
+
+# %%
+answer = None  # your guess: "faster", "slower" or "same"
+cmp = helpers.compare_calls({"BLOCK_M 16": launch(decode_ops, block_m=16)}, reference=launch(decode_ops))
+measured = helpers.check_answer(answer, cmp.ratios["BLOCK_M 16"], cmp.floor,
+                     change=f"BLOCK_M 64 -> 16 at the decode shape {decode_shape}", clock=cmp.clock)
+
+# %% [markdown]
+# **2. A wider tile, half the programs.** At the decode shape, double `BLOCK_N` from 64 to 128: each
+# program covers twice the columns, and the grid has half as many programs. Count them
+# (`cdiv(N, BLOCK_N)`) and compare with the number of SMs of your GPU
+# ([chapter 1](01_setup.ipynb#The-GPU-you-are-on)): who reads the weights when programs are fewer than SMs?
+
+# %%
+answer = None  # your guess: "faster", "slower" or "same"
+cmp = helpers.compare_calls({"BLOCK_N 128": launch(decode_ops, block_n=128)}, reference=launch(decode_ops))
+measured = helpers.check_answer(answer, cmp.ratios["BLOCK_N 128"], cmp.floor,
+                     change=f"BLOCK_N 64 -> 128 at the decode shape {decode_shape}", clock=cmp.clock)
+
+# %% [markdown]
+# **3. No pipelining.** At the model shape, set `num_stages` from 2 to 1: the K loop no longer copies the
+# next chunk of $A$ and $B$ into shared memory while it multiplies the current one, so each step waits for
+# its loads. On a GPU that has the asynchronous copies (sm_80 and newer), what should that cost? (The CPU
+# interpreter ignores `num_stages`: there, the honest guess is known in advance.)
+
+# %%
+answer = None  # your guess: "faster", "slower" or "same"
+cmp = helpers.compare_calls({"num_stages 1": launch(model_ops, num_stages=1)}, reference=launch(model_ops))
+measured = helpers.check_answer(answer, cmp.ratios["num_stages 1"], cmp.floor,
+                     change=f"num_stages 2 -> 1 at the model shape {model_shape}", clock=cmp.clock)
+
+# %% [markdown]
 # Next, in chapter 5, attention itself.

@@ -111,7 +111,8 @@ helpers.show(pd.DataFrame(rows))
 #
 # **1. PyTorch's SDPA.** `torch.nn.functional.scaled_dot_product_attention` is one fused kernel (on a
 # GPU, a FlashAttention-style one when the shapes allow): scores, softmax and the weighted sum happen
-# on-chip, without writing the scores to memory. With `enable_gqa=True` it handles the shared KV heads
+# on-chip, in registers and shared memory (the SM's own storage, [chapter 1](01_setup.ipynb#The-GPU-you-are-on)),
+# without writing the scores to memory. With `enable_gqa=True` it handles the shared KV heads
 # itself. One trap: SDPA's `is_causal` aligns the mask to the *top-left* corner, which is wrong for a
 # decode step (one query, many keys): it would let the query see only the first key. At decode no mask
 # is needed at all, so the wrapper below passes `is_causal` only when there are as many queries as keys.
@@ -438,6 +439,8 @@ for ax, (shape_name, s) in zip(axes, SHAPES.items()):
     ax.set_title(f"{shape_name} shape: q [{s['B']}, {s['Hq']}, {s['S']}, {s['D']}], "
                  f"k/v [{s['B']}, {s['Hkv']}, {s['T']}, {s['D']}]", fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
+bottom, top = axes[0].get_ylim()  # shared y: about 30% of the log axis as headroom above the highest point
+axes[0].set_ylim(bottom, top * (top / bottom) ** 0.3)
 axes[0].set_ylabel("ms per call" if helpers.HAS_GPU else "interpreter ms per call (CPU mode)")
 axes[0].legend(fontsize=8, loc="upper left")
 fig.suptitle("Does attention's time follow its launch count?")
@@ -487,11 +490,13 @@ noisier = max((rounds[s].floor for s in SHAPES), key=lambda f: abs(f.median - 1)
 reading += (
     f"Qwen3's shape does {flops_ratio:.1f}x the arithmetic of the blog's on {bytes_ratio:.1f}x the bytes, with "
     f"{times['qwen', 'slow'].launches:.0f} launches against {slow.launches:.0f}: its slow path was "
-    + (f"{than(gpu('qwen', 'slow'), gpu('blog', 'slow'), noisier)} the blog shape's on the GPU clock (medians "
-       f"of rounds), and took {single_ratio(host('qwen', 'slow'), host('blog', 'slow'))} its host time per call "
+    + (f"{than(gpu('qwen', 'slow'), gpu('blog', 'slow'), noisier)} the blog shape's on the GPU clock (the "
+       "medians of two separate runs of rounds, one per shape, not paired round by round, so this verdict, held "
+       "against the noisier of their two A/A floors, is weaker than the chapter's others), and took {single_ratio(host('qwen', 'slow'), host('blog', 'slow'))} its host time per call "
        "(one host reading of each, no rounds: a ratio, not a verdict)."
        if helpers.HAS_GPU else
-       f"{than(host('qwen', 'slow'), host('blog', 'slow'), noisier)} the blog shape's in interpreter time.")
+       f"{than(host('qwen', 'slow'), host('blog', 'slow'), noisier)} the blog shape's in interpreter time (medians "
+       "of two separate runs of rounds, not paired round by round: a weaker verdict than the others).")
 )
 
 
@@ -507,13 +512,21 @@ def chapter2_prices():
     return found
 
 
+def times_range(lo, hi):
+    """'1.4 to 3.6 times', or '2.2 times' when the two ends round alike."""
+    return f"{lo:.1f} times" if f"{lo:.1f}" == f"{hi:.1f}" else f"{lo:.1f} to {hi:.1f} times"
+
+
 def read_launch_prices():
-    """The host µs per launch of the six measurements, judged: how wide their range is, which version sits where,
-    whether "the same range for every version" held, and how they compare with chapter 2's empty launches."""
+    """The host µs per launch of the six measurements, judged: how wide their range is, how much of it is scatter
+    within one version (the same call at two shapes), whether "the same range for every version" held, and how
+    each version compares with its own kind of empty launch from chapter 2."""
     price = {(r["shape"], r["version"]): r[PER_LAUNCH] for _, r in timing.iterrows()}
     lo_at, hi_at = min(price, key=price.get), max(price, key=price.get)
     span = price[hi_at] / price[lo_at]
     by_version = {v: [price[s, v] for s in SHAPES] for v in VERSIONS}
+    within = {v: max(p) / min(p) for v, p in by_version.items()}  # one version, two shapes
+    widest = max(within, key=within.get)
     each = "; ".join(f"{NAMES[v]} {min(p):.1f}-{max(p):.1f}" for v, p in by_version.items())
     slow_ours = timing.query("shape == 'qwen' and version == 'slow'")["our launches"].iloc[0]
     text = (f"**The price of a launch.** Host time per call over launches per call (the column above) ranged from "
@@ -528,32 +541,60 @@ def read_launch_prices():
     if span <= 1 + helpers.PREDICTION_BAR:
         text += (f"Within the series' {100 * helpers.PREDICTION_BAR:.0f}% bar, every version paid about the same "
                  "price per launch, as the launch explanation expects. ")
+    elif within[widest] > 1 + helpers.PREDICTION_BAR:
+        # the same call, read at two shapes, already differs beyond the bar: the readings scatter
+        fewer_cost_more = [v for v in VERSIONS if len({times[s, v].launches for s in SHAPES}) > 1
+                           and (times["blog", v].launches - times["qwen", v].launches)
+                           * (host("blog", v) - host("qwen", v)) < 0]
+        text += (f"That is wider than the series' {100 * helpers.PREDICTION_BAR:.0f}% bar, but much of it lies within "
+                 f"one version: {NAMES[widest]}'s price differs by a factor of {within[widest]:.1f} between the two "
+                 "shapes"
+                 + (", for the same single launch" if all(times[s, widest].launches == 1 for s in SHAPES) else "")
+                 + ". "
+                 + "".join(f"{NAMES[v]}'s call with more launches took less host time ({host('blog', v):.3f} "
+                           f"against {host('qwen', v):.3f} ms for {times['blog', v].launches:.0f} and "
+                           f"{times['qwen', v].launches:.0f} launches). " for v in fewer_cost_more)
+                 + "Single host readings scatter this much, so these six prices cannot say whether the versions "
+                   "pay different prices per launch; a per-launch price needs repeated readings, as chapter 2 "
+                   "took for its empty launches. ")
     else:
-        text += (f"That is wider than the series' {100 * helpers.PREDICTION_BAR:.0f}% bar: the versions did not pay "
-                 "one price per launch"
+        text += (f"That is wider than the series' {100 * helpers.PREDICTION_BAR:.0f}% bar, while each version's two "
+                 f"shapes agree within it (at most a factor of {within[widest]:.2f}): the versions did not pay one "
+                 "price per launch"
                  + (", so the launch explanation holds in a weaker form here: the host time follows the number of "
                     "launches, at a price that depends on what runs around each launch. " if launch_bound else ". "))
     ch2 = chapter2_prices()
     if len(ch2) < 2:
         return text + ("Chapter 2's prices of an empty launch are not in this run's results (run chapter 2 first "
                        "to compare with them). ")
-    torch_side = by_version["sdpa"] + by_version["torch_ops"]  # PyTorch's own launches only
-    loop = by_version["slow"]
+    # like for like: PyTorch's launches against chapter 2's PyTorch op; the loop, whose launches mix ours and
+    # PyTorch's, against the two empty launches mixed in the loop's own proportion
+    torch_side = by_version["sdpa"] + by_version["torch_ops"]
+    ours = {s: timing.query(f"shape == '{s}' and version == 'slow'")["our launches"].iloc[0] for s in SHAPES}
+    mix = {s: (ours[s] * ch2["triton"] + (times[s, "slow"].launches - ours[s]) * ch2["torch"])
+              / times[s, "slow"].launches for s in SHAPES}
+    loop_ratio = [price[s, "slow"] / mix[s] for s in SHAPES]
     text += (f"Chapter 2 recorded, in this GPU's results, {ch2['torch']:.1f} µs for a one-element PyTorch op and "
              f"{ch2['triton']:.1f} µs for an empty Triton launch. The launches of SDPA and the PyTorch ops cost "
-             f"{min(torch_side) / ch2['torch']:.1f} to {max(torch_side) / ch2['torch']:.1f} times the first; the "
-             f"per-head loop's launches {min(loop) / ch2['triton']:.1f} to {max(loop) / ch2['triton']:.1f} times the "
-             "second. ")
-    if min(price.values()) > max(ch2.values()):
-        text += ("Every price here is above both empty launches: an empty launch is the floor, and the rest is the "
-                 "host work around each real one (argument checks, output allocation, and in the loop the slicing "
-                 "of q, k and v and the loop itself). ")
-    elif max(price.values()) < min(ch2.values()):
-        text += ("Every price here is below both of chapter 2's: the two chapters' readings were taken under "
-                 "different host conditions, and single readings like these cannot say which one is typical. ")
+             f"{times_range(min(torch_side) / ch2['torch'], max(torch_side) / ch2['torch'])} the PyTorch op; the "
+             f"per-head loop's, {slow_ours:.0f} of its {times['qwen', 'slow'].launches:.0f} ours, cost "
+             f"{times_range(min(loop_ratio), max(loop_ratio))} the two empty launches mixed in the same proportion "
+             f"({', '.join(f'{mix[s]:.1f} µs' for s in SHAPES)} at the {' and '.join(SHAPES)} shapes). ")
+    torch_above, loop_above = min(torch_side) > ch2["torch"], min(loop_ratio) > 1
+    torch_below, loop_below = max(torch_side) <= ch2["torch"], max(loop_ratio) <= 1
+    if torch_above and loop_above:
+        text += ("Every price here is above its own kind of empty launch: an empty launch is the floor, and the rest "
+                 "is the host work around each real one (argument checks, output allocation, and in the loop the "
+                 "slicing of q, k and v and the loop itself). ")
+    elif torch_below and loop_below:
+        text += ("Every price here is at or below its own kind of empty launch: the two chapters' readings were "
+                 "taken under different host conditions, and single readings like these cannot say which is "
+                 "typical. ")
     else:
-        text += ("Some prices here are below chapter 2's empty launches and some above: single host readings, "
-                 "taken at different times, do not place these launches against that floor. ")
+        below = [w for w, above in (("PyTorch's launches", torch_above), ("the loop's", loop_above)) if not above]
+        text += (f"Not all of them clear their floor ({' and '.join(below)} come out at or below it in at least one "
+                 "reading): single host readings, taken at different times from chapter 2's, do not place every "
+                 "launch above its floor. ")
     return text
 
 
@@ -673,7 +714,8 @@ if sdpa_fast_enough is False:
              f"of K and V in {1e3 * gpu(sh, 'sdpa'):.2f} µs, {achieved:,.0f} GB/s, {100 * achieved / NOMINAL:.0f}% "
              f"of the nominal {NOMINAL:,} GB/s. At this size a kernel's time has a floor of its own that the bytes "
              "do not reach (chapter 2 expects the same floor for small additions, and its sweep over sizes tests "
-             "it), and the replayed call may find K and V in the L2 cache rather than in main memory. The read "
+             "it), and the replayed call may find K and V in the L2 cache (the on-chip cache in front of the GPU's "
+             "memory, [chapter 1](01_setup.ipynb#The-GPU-you-are-on)) rather than in main memory. The read "
              "times at the top are a floor for the bytes, not a prediction of a kernel this small. ")
 elif not helpers.HAS_GPU:
     text += "The clock-based expectations need a GPU: in CPU mode only the count of our own launches is checked. "
@@ -752,7 +794,7 @@ qwen_slow_ours = timing.query("shape == 'qwen' and version == 'slow'")["our laun
 extra_per_token = n_attention * (qwen_slow.launches - qwen_sdpa.launches)
 PREDICTION_BAR = helpers.PREDICTION_BAR  # a prediction within 20% of the measurement holds, as in chapter 8
 print(f"launches per token: the original's + {n_attention} x ({qwen_slow.launches:.0f} - {qwen_sdpa.launches:.0f}) "
-      f"= the original's {extra_per_token:+.0f} ({helpers.launch_note(per='call')})")
+      f"= the original's {extra_per_token:+,.0f} ({helpers.launch_note(per='call')})")
 if helpers.HAS_GPU:
     # p_ours, measured: host time per call / launches per call, at Qwen3's shape (the one the model runs)
     ours_us = 1e3 * qwen_slow.host_ms / qwen_slow.launches
@@ -795,7 +837,7 @@ for name, p in (("original", profile_original), (SLOW, profile_custom)):
     row = {"model": name, "wall ms per decoded token": round(p.wall_ms_per_token, 2),
            "launches per token": p.launches, "our launches per token": p.project_launches_per_token,
            "GPU-busy ms per token": helpers.fmt(p.gpu_busy_ms_per_token, 2),
-           "predicted launches per token": "" if name == "original" else f"{predicted_launches:.0f}"}
+           "predicted launches per token": "" if name == "original" else f"{predicted_launches:,.0f}"}
     if budget is not None:
         row["predicted wall ms per decoded token"] = ("" if name == "original" else f"{predicted_ms:.2f}")
         error = round(100 * (predicted_ms / p.wall_ms_per_token - 1), 1) + 0.0  # + 0.0: never "-0.0"
@@ -804,7 +846,7 @@ for name, p in (("original", profile_original), (SLOW, profile_custom)):
 print(f"wall ms per decoded token: {profile_custom.note}; launches and GPU-busy ms: torch.profiler, "
       f"{helpers.launch_note()}"
       + (f"; price of a PyTorch launch from the original: ({profile_original.wall_ms_per_token:.2f} - "
-         f"{profile_original.gpu_busy_ms_per_token:.2f}) ms / {profile_original.launches:.0f} = {torch_us:.1f} µs"
+         f"{profile_original.gpu_busy_ms_per_token:.2f}) ms / {profile_original.launches:,.0f} = {torch_us:.1f} µs"
          if budget is not None else ""))
 helpers.show(pd.DataFrame(rows).set_index("model"))
 
@@ -839,7 +881,7 @@ if budget is not None:
         ours = profile_custom.project_launches_per_token
         torch_part = (profile_custom.launches - ours) * torch_us / 1e3
         implied_us = (measured_ms - profile_custom.gpu_busy_ms_per_token - torch_part) * 1e3 / ours
-        text += (f"With its {profile_custom.launches - ours:.0f} PyTorch launches at {torch_us:.1f} µs "
+        text += (f"With its {profile_custom.launches - ours:,.0f} PyTorch launches at {torch_us:.1f} µs "
                  f"({torch_part:.2f} ms of host time) and {profile_custom.gpu_busy_ms_per_token:.2f} GPU-busy ms, the "
                  f"measurement leaves {implied_us:.1f} µs per launch of ours inside `generate()`, against the "
                  f"{ours_us:.1f} µs of host time per launch measured for the loop on its own: "
@@ -849,8 +891,8 @@ if budget is not None:
                  f"{qwen_slow.launches - qwen_slow_ours:.0f} of them PyTorch's, which the budget prices at "
                  f"{torch_us:.1f} µs instead.) ")
     text += (f"Of the predicted time, {budget.host_ms(profile_custom):.2f} ms are host work "
-             f"({profile_custom.launches - profile_custom.project_launches_per_token:.0f} PyTorch launches at "
-             f"{torch_us:.1f} µs, {profile_custom.project_launches_per_token:.0f} of ours at {ours_us:.1f} µs) and "
+             f"({profile_custom.launches - profile_custom.project_launches_per_token:,.0f} PyTorch launches at "
+             f"{torch_us:.1f} µs, {profile_custom.project_launches_per_token:,.0f} of ours at {ours_us:.1f} µs) and "
              f"{profile_custom.gpu_busy_ms_per_token:.2f} ms GPU-busy time. ")
     busy = {name: p.gpu_busy_ms_per_token / p.wall_ms_per_token
             for name, p in (("original", profile_original), ("patched", profile_custom))}
@@ -863,12 +905,12 @@ else:
     text += ("In CPU mode there is no wall-time prediction: the budget needs every CUDA launch and the GPU-busy "
              "time per token. ")
 text += (
-    f"Launches per token: {predicted_launches:.0f} predicted, **{profile_custom.launches:.0f}** measured"
+    f"Launches per token: {predicted_launches:,.0f} predicted, **{profile_custom.launches:,.0f}** measured"
     + (" (the same). " if abs(profile_custom.launches - predicted_launches) < 1 else
        f" ({profile_custom.launches - predicted_launches:+.0f}: the model's attention calls launch a different "
        "number of kernels than the microbenchmark's). ")
-    + f"Our own kernels account for {profile_custom.project_launches_per_token:.0f} launches per token, against "
-    f"{n_attention} modules x {heads} heads x 3 = {by_hand} counted by hand"
+    + f"Our own kernels account for {profile_custom.project_launches_per_token:,.0f} launches per token, against "
+    f"{n_attention} modules x {heads} heads x 3 = {by_hand:,} counted by hand"
     + (": the count matches. " if abs(profile_custom.project_launches_per_token - by_hand) < 1 else
        ": the two differ, so something launches more (or fewer) of our kernels than the loop alone. ")
     + "The blog gives no tokens/s for attention alone, only for the full custom stack (next chapter)."
@@ -885,5 +927,51 @@ helpers.md(text)
 # - A loop over heads in Python multiplies the launches by the number of heads, and at decode time each
 #   of those kernels has only a sliver of work. It is the first thing an optimiser removes: one fused
 #   kernel over all heads.
+
+# %% [markdown]
+# ## Try it yourself
 #
+# Each exercise changes one thing in the slow path's input, at Qwen3's decode shape, and times the per-head
+# loop against itself unchanged, in shuffled rounds with an A/A floor (`helpers.compare_calls`: GPU time,
+# so the host's launching is out of the clock; interpreter time in CPU mode). Write your guess in `answer`
+# (`"faster"`, `"slower"` or `"same"`, meaning within noise) before you run the cell; `helpers.check_answer`
+# says whether the measurement agrees. Each cell takes a few seconds.
+
+# %%
+QWEN = SHAPES["qwen"]
+
+
+def slow_call(**change):
+    """The per-head loop at Qwen3's decode shape, with ``change`` overriding sizes of the shape, on fresh data."""
+    shape = {**QWEN, **change}
+    q, k, v = make_qkv(**shape, seed=7)
+    scale = 1 / math.sqrt(shape["D"])
+    return lambda: kernels.attention_slow(q, k, v, scale, True)
+
+
+# %% [markdown]
+# **1. Half the heads.** Loop over half as many query heads (and half the KV heads, so that two query
+# heads still share one). The loop launches three of our kernels per query head, each with a sliver of
+# work, and on the GPU clock every kernel has a floor of its own (chapter 2). What happens to the GPU time?
+
+# %%
+answer = None  # your guess: "faster", "slower" or "same"
+half = {"Hq": QWEN["Hq"] // 2, "Hkv": QWEN["Hkv"] // 2}
+cmp = helpers.compare_calls({"half the heads": slow_call(**half)}, reference=slow_call())
+measured = helpers.check_answer(answer, cmp.ratios["half the heads"], cmp.floor,
+                     change=f"query heads {QWEN['Hq']} -> {half['Hq']} in the per-head loop", clock=cmp.clock)
+
+# %% [markdown]
+# **2. A four times longer context.** Keep the heads and give each one four times as many cached keys and
+# values. The number of launches does not change; each kernel reads four times the bytes and does four times
+# the arithmetic. The tables above say how far each of these kernels is from its bytes' read time: is a
+# kernel this small paced by its bytes yet?
+
+# %%
+answer = None  # your guess: "faster", "slower" or "same"
+cmp = helpers.compare_calls({"4x the context": slow_call(T=4 * QWEN["T"])}, reference=slow_call())
+measured = helpers.check_answer(answer, cmp.ratios["4x the context"], cmp.floor,
+                     change=f"cached keys {QWEN['T']} -> {4 * QWEN['T']} in the per-head loop", clock=cmp.clock)
+
+# %% [markdown]
 # Next, chapter 6 switches everything on at once: RMSNorm, every projection and attention.

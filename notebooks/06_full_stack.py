@@ -122,9 +122,10 @@ assert ok, f"the custom stack moved the logits by {rel:.1e} of their scale (tole
 #
 # 1. **Our launches per token** equal the hand count below (a count, so exactly).
 # 2. **All launches per token** go up by about the attention loop's launches, 3 per query head per layer
-#    (a guess that the other swaps trade PyTorch's launches for ours about one for one; they do not quite:
-#    the two-pass RMSNorm removes several PyTorch launches per norm, and the attention loop brings PyTorch
-#    glue of its own, chapter 5): within 20% of that (`helpers.PREDICTION_BAR`).
+#    (a guess that the other swaps trade PyTorch's launches for ours about one for one, and that the loop
+#    brings no PyTorch launches of its own): within 20% of that (`helpers.PREDICTION_BAR`). After the
+#    measurement the rise is split swap by swap, from the counts chapters 3 to 5 recorded, to see whether
+#    the guess held for the right reason.
 # 3. **The GPU-busy time per token** goes up (our kernels are less efficient than PyTorch's, but the work
 #    is tiny), by less than half of the wall time the custom model adds per token.
 # 4. **The rest of the added wall time** is the host launching kernels: tens of microseconds per extra
@@ -174,9 +175,12 @@ ratio, floor = comparison.ratios[CUSTOM], comparison.floor
 helpers.md(
     f"The all-custom model generated **{comparison.tokens_per_s[CUSTOM]:.2f} tokens/s** against "
     f"**{comparison.tokens_per_s[helpers.ORIGINAL]:.2f}** for the original (medians of {len(comparison.orders)} "
-    f"rounds, prefill included). Round by round its generations took **{ratio.median:.2f}x** the original's "
-    f"time (quartiles {ratio.low:.2f}-{ratio.high:.2f}), against an A/A floor of {floor.median:.2f} "
-    f"({floor.low:.2f}-{floor.high:.2f}): **{slowdown.text}**."
+    f"rounds, prefill included). Round by round, against an A/A floor of {floor.median:.2f} "
+    f"({floor.low:.2f}-{floor.high:.2f}), its generations were "
+    + (f"**{slowdown.text}** than the original's (median of the per-round ratios; quartiles "
+       f"{ratio.low:.2f}-{ratio.high:.2f})." if slowdown.real else
+       f"{ratio.median:.2f}x the original's time (quartiles {ratio.low:.2f}-{ratio.high:.2f}): **within noise** "
+       f"({slowdown.reason}).")
 )
 
 
@@ -267,26 +271,50 @@ helpers.md(read_between_processes(profile_original.wall_ms_per_token,
 
 # %%
 fig, ax = plt.subplots(figsize=(6.5, 4))
-names = list(profiles)
+names = ["original", CUSTOM]  # the bars' labels, as in the tables above (profiles' keys name the result ids)
 walls = [p.wall_ms_per_token for p in profiles.values()]
 if helpers.HAS_GPU:
     busy = [p.gpu_busy_ms_per_token for p in profiles.values()]
-    ax.barh(names, busy, color="tab:green", label="GPU busy (kernels running)")
+    ax.barh(names, busy, color="tab:green", label="GPU busy: summed kernel time (torch.profiler, after the rounds)")
     ax.barh(names, [max(w - b, 0) for w, b in zip(walls, busy)], left=busy, color="tab:gray",
-            label="GPU idle (waiting for the host)")
+            label="GPU idle: the rounds' wall ms minus GPU busy (waiting for the host)")
 else:
     ax.barh(names, walls, color="tab:gray", label="wall time (CPU mode)")
 for i, (w, p) in enumerate(zip(walls, profiles.values())):
     ax.text(w, i, f"  {p.launches:.0f} launches", va="center", fontsize=9)
-ax.set_xlabel("wall ms per decoded token (median of the rounds)" if helpers.HAS_GPU else
+ax.set_xlabel("wall ms per decoded token (bar length: median of the rounds)" if helpers.HAS_GPU else
               "wall ms per decoded token, CPU mode (median of the rounds)")
 ax.set_title("Why is the custom stack slower: more work, or more waiting?")
 ax.set_xlim(0, max(walls) * 1.35)
-ax.legend(fontsize=8, loc="lower right")
+ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2))  # below the axes, off the bars
 helpers.save_figure(fig, "full_stack_time_per_token")
 plt.show()
 
 # %%
+def read_launch_price(per_extra_us, per_own_us):
+    """The host's cost of one extra launch (the custom model's added idle GPU time per added launch) beside
+    the original's own idle GPU time per launch, with chapter 2's empty-launch prices where recorded."""
+    v = helpers.verdict(per_extra_us / per_own_us)
+    text = (f"The original itself left the GPU idle {per_own_us:.1f} µs per launch of its own ((wall - GPU busy) / "
+            "launches), so ")
+    if not v.real:
+        text += f"an extra launch cost about what one of the original's did ({v.reason}). "
+    else:
+        text += (f"an extra launch cost the host {per_extra_us / per_own_us:.1f}x that ({v.text}). "
+                 if v.ratio > 1 else f"an extra launch cost the host less than one of the original's ({v.text}). ")
+    rows = helpers.results().set_index("id")
+    if {"add.launch_us_triton", "add.launch_us_torch"} <= set(rows.index):
+        triton_us, torch_us = (float(rows.loc[i, "value"]) for i in ("add.launch_us_triton", "add.launch_us_torch"))
+        text += (f"Chapter 2 timed an empty launch on this machine's host clock: {triton_us:.1f} µs for a Triton "
+                 f"kernel, {torch_us:.1f} µs for a one-element PyTorch op. ")
+    if v.real and v.ratio > 1:
+        text += ("The extra launches are not all alike: most are ours, each through a Python launcher (input checks, "
+                 "the grid, Triton's dispatch), and the attention loop also slices and masks in Python once per "
+                 "head, where PyTorch dispatches its own ops from C++. Chapter 8 fits one host price per launch "
+                 "of ours and one per PyTorch launch from these counts. ")
+    return text
+
+
 extra_ms = walls[1] - walls[0]
 extra_launches = profile_custom.launches - profile_original.launches
 # The per-token walls come from the same rounds as the headline, so their quotient is the headline's ratio
@@ -320,12 +348,84 @@ if helpers.HAS_GPU:
                  f"({100 * extra_busy / extra_ms:.0f}%); for the other {extra_ms - extra_busy:.1f} wall ms "
                  f"({100 * (1 - extra_busy / extra_ms):.0f}%), about {1e3 * (extra_ms - extra_busy) / extra_launches:.1f} µs "
                  f"per extra launch, it was waiting for the host to launch the next kernel. ")
+        text += read_launch_price(1e3 * (extra_ms - extra_busy) / extra_launches,
+                                  1e3 * (walls[0] - busy[0]) / profile_original.launches)
     text += (f"The GPU sat idle {100 * profile_original.gpu_idle_fraction:.0f}% of each original token and "
-             f"{100 * profile_custom.gpu_idle_fraction:.0f}% of each custom one.")
+             f"{100 * profile_custom.gpu_idle_fraction:.0f}% of each custom one. ")
+    # the regimes of chapter 1: the host's pace (wall ms per token) against the GPU's (GPU-busy ms), and the
+    # decoded token's work: about 2 flop per weight, every weight read once (tied lm_head counted once)
+    weights = list(model.parameters())
+    flops, weight_bytes = 2 * sum(w.numel() for w in weights), sum(w.numel() * w.element_size() for w in weights)
+    regimes = [helpers.regime(w, b, flops, weight_bytes) for w, b in zip(walls, busy)]
+    without_host = helpers.regime(None, busy[0], flops, weight_bytes)
+    text += ("In [the three regimes](01_setup.ipynb#Three-regimes) of chapter 1 (`helpers.regime`, one call being "
+             "one decoded token, the wall ms as the host's time to issue it): "
+             + "; ".join(f"the {n} is **{r}** ({why})" for n, (r, why) in zip(names, regimes))
+             + f". Were the host out of the way, the work alone would make a token **{without_host[0]}** "
+             f"({without_host[1]}, reading {weight_bytes / 1e9:.2f} GB of weights for about {flops / 1e9:.1f} GFLOP).")
 else:
     text += ("In CPU mode every one of our launches runs in Triton's interpreter, so the slowdown here measures "
              "the interpreter; the GPU-busy split needs a GPU.")
 helpers.md(text)
+
+# %% [markdown]
+# ## One decode step on a time axis
+#
+# The numbers above are sums over a token. A picture of a single decode step shows what they add up from.
+# `helpers.step_timeline` prefills the prompt, decodes one warm-up step, then traces the next step with
+# `torch.profiler`, recording both sides on one time axis: the host's launch calls (`cudaLaunchKernel` for
+# PyTorch's kernels, `cuLaunchKernel` for Triton's) and the kernels the GPU ran. A kernel cannot start
+# before the host has launched it, so wherever the host launches more slowly than the GPU finishes kernels,
+# the GPU's lane has gaps: the idle time of the table above, drawn. (Host and GPU are chapter 1's
+# [GPU you are on](01_setup.ipynb#The-GPU-you-are-on); a step made of such gaps is *overhead-bound*, one
+# of [the three regimes](01_setup.ipynb#Three-regimes).)
+#
+# The traced step is a bare forward pass and argmax, without `generate()`'s own bookkeeping, and the
+# profiler adds host time to every event it records: read the picture for its shape and its counts, and
+# the rounds above for the time.
+
+# %%
+def read_timelines(summaries, profiles):
+    """The traced steps ({label: ``helpers.timeline_summary``}) read beside the rounds' per-token profiles
+    (same order): counts, span, GPU-busy time, idle share and the mean idle gap per kernel."""
+    parts = []
+    for (label, t), p in zip(summaries.items(), profiles.values()):
+        gap_us = (t["span us"] - t["GPU-busy us"]) / t["GPU kernels"] if t["GPU kernels"] else float("nan")
+        span_vs_wall = helpers.verdict(t["span us"] / 1e3 / p.wall_ms_per_token)
+        parts.append(
+            f"**{label}**: {t['host launches']} host launches and {t['GPU kernels']} GPU kernels in the step "
+            f"({p.launches:.0f} kernels per decoded token in the profile after the rounds); the step spanned "
+            f"{t['span us'] / 1e3:.2f} ms, " + (f"{span_vs_wall.text} than" if span_vs_wall.real else
+                                                 "within noise of") +
+            f" the rounds' {p.wall_ms_per_token:.2f} wall ms per token; the GPU was busy {t['GPU-busy us'] / 1e3:.2f} "
+            f"GPU ms of it, idle {100 * t['GPU idle fraction']:.0f}% of the step "
+            f"({100 * p.gpu_idle_fraction:.0f}% per token in the rounds' profile), on average {gap_us:.1f} µs of "
+            "idle GPU per kernel")
+    (a_label, a), (b_label, b) = summaries.items()
+    text = "; ".join(parts) + ". "
+    more = helpers.verdict(b["span us"] / a["span us"])
+    text += (f"The {b_label} step spanned {b['span us'] / a['span us']:.2f}x the {a_label}'s "
+             f"({more.text if more.real else 'within noise: ' + more.reason}), with "
+             f"{b['GPU kernels'] / a['GPU kernels']:.2f}x the kernels and {b['GPU-busy us'] / a['GPU-busy us']:.2f}x "
+             "the GPU-busy time. ")
+    if min(a["GPU idle fraction"], b["GPU idle fraction"]) > 0.5:
+        text += ("In both rows the GPU's lane is more gap than kernel: the kernels are short, and each one waits "
+                 "for the host's next launch.")
+    return text
+
+
+if helpers.HAS_GPU:
+    timelines = {"original": helpers.step_timeline(model, prompt)}  # one decode step after the prompt
+    with helpers.patched(model, **FULL):
+        timelines[CUSTOM] = helpers.step_timeline(model, prompt)
+    helpers.plot_timelines(timelines, name="timeline_full_stack")
+    plt.show()
+    summaries = {label: helpers.timeline_summary(t) for label, t in timelines.items()}
+    helpers.show(pd.DataFrame(summaries).T)
+    helpers.md(read_timelines(summaries, profiles))
+else:
+    helpers.md("*The timeline of one decode step needs a GPU (there is no GPU lane to trace in CPU mode); "
+               "run this chapter on one to see it.*")
 
 # %% [markdown]
 # ## Were the predictions right?
@@ -392,6 +492,56 @@ if helpers.HAS_GPU:
 helpers.md(f"{int(held.sum())} of the {int(judgeable.sum())} predictions that this run can judge held"
            + (f" ({int((~judgeable).sum())} need a GPU)" if (~judgeable).any() else "") + "." + conclusion)
 
+
+def read_launch_rise(original, custom, attention_loop):
+    """Prediction 2's launch rise split swap by swap, from the launches per token chapters 3, 4 and 5
+    recorded (each swap alone against the same original), with the sign of each part. An error of the
+    prediction's guess counts when it exceeds the prediction's own bar (PREDICTION_BAR of the loop's count)."""
+    ids = {"rmsnorm": "rmsnorm.launches_per_token_custom", "projections": "matmul.launches_per_token_all_proj_rmsnorm",
+           "attention": "attention.launches_per_token_custom"}
+    rows = helpers.results().set_index("id")
+    missing = [i for i in ids.values() if i not in rows.index]
+    if missing:
+        return (f"Chapters 3 to 5 have not recorded {', '.join(f'`{i}`' for i in missing)} on this machine, so the "
+                "rise is not split swap by swap here.")
+    n = {k: float(rows.loc[i, "value"]) for k, i in ids.items()}
+    base, rise = original.launches, custom.launches - original.launches
+    d_rms = n["rmsnorm"] - base                    # two-pass RMSNorm alone (chapter 3)
+    d_proj = n["projections"] - n["rmsnorm"]       # the projections, on top of it (chapter 4)
+    d_att = n["attention"] - base                  # the per-head loop alone (chapter 5)
+    total = d_rms + d_proj + d_att
+    glue = d_att - attention_loop                  # PyTorch launches the loop makes besides its own kernels
+    per_norm = 2 - d_rms / counts["rmsnorm"]       # PyTorch kernels per RMSNorm call, ours being 2
+    text = (f"**The launch rise, swap by swap** (launches per decoded token that chapters 3, 4 and 5 recorded on "
+            f"this machine, each swap against the same original's {base:.0f}): the two-pass RMSNorm "
+            f"**{d_rms:+.0f}** (about {per_norm:.0f} PyTorch kernels per norm replaced by our 2), the tiled-matmul "
+            f"projections **{d_proj:+.0f}**, the per-head attention loop **{d_att:+.0f}**. Together "
+            f"{total:+.0f}, against the {rise:+.0f} measured here"
+            + (" exactly. " if round(total) == round(rise) else
+               f" ({rise - total:+.0f}: the swaps do not add up exactly when combined). ")
+            + f"The loop's own kernels are {attention_loop} (3 per query head per layer); its other {glue:+.0f} are "
+            f"PyTorch ops around them, {glue / counts['attention']:.0f} per attention call (in "
+            "`kernels.attention_slow`'s code, each head's mask and the copy of its output into the result). ")
+    bar = helpers.PREDICTION_BAR * attention_loop
+    other_off, glue_off = abs(d_rms + d_proj) > bar, abs(glue) > bar
+    held = abs(rise / attention_loop - 1) <= helpers.PREDICTION_BAR
+    if not other_off and not glue_off:
+        text += "Prediction 2's guess held for its stated reason: the other swaps traded launches about one for one."
+    elif held and other_off and glue_off and (d_rms + d_proj) * glue < 0:
+        text += (f"So prediction 2 held for the wrong reason: the other swaps did not trade one for one "
+                 f"({d_rms + d_proj:+.0f}), and the loop brought {glue:+.0f} PyTorch launches of its own; the two "
+                 "errors have opposite signs and largely cancelled.")
+    else:
+        text += ("So prediction 2's guess was wrong in its parts: "
+                 + "; ".join(([f"the other swaps did not trade one for one ({d_rms + d_proj:+.0f})"] if other_off else [])
+                             + ([f"the loop brought {glue:+.0f} PyTorch launches of its own"] if glue_off else []))
+                 + (", though the total came within the bar." if held else "."))
+    return text
+
+
+if helpers.HAS_GPU:
+    helpers.md(read_launch_rise(profile_original, profile_custom, attention_loop))
+
 # %%
 helpers.show(helpers.compare(["full.tps_original", "full.tps_custom", "full.slowdown",
                               "full.wall_ms_per_token_original", "full.wall_ms_per_token_custom",
@@ -406,7 +556,8 @@ helpers.md(
     "post's original speed differs from chapter to chapter: " + ", ".join(f"{v:.2f}" for v in blog_originals)
     + " tokens/s, a hint of the noise between runs). "
     f"Yours is the median of {len(comparison.orders)} rounds of {comparison.new_tokens} new tokens: "
-    f"{ratio.median:.2f}x (quartiles {ratio.low:.2f}-{ratio.high:.2f}), {slowdown.text}. "
+    + (f"{slowdown.text}" if slowdown.real else f"{ratio.median:.2f}x, within noise") +
+    f" (quartiles {ratio.low:.2f}-{ratio.high:.2f}). "
     + ("The two factors come from different machines, lengths and methods. A faster GPU shrinks the kernels "
        "more than it shrinks the host's cost of launching them, so the share of each token spent waiting for "
        "launches, and with it the slowdown, depends on the machine: here the GPU sat idle "
@@ -418,8 +569,8 @@ helpers.md(
 # ## When do the two models part ways?
 #
 # Both models decode greedily: at every step each picks the token with the highest logit. If two tokens
-# are nearly tied, a tiny difference in the logits can flip the pick, and from then on the two models
-# continue different texts. To find where, each model generates `SIZES.new_tokens_full_stack` new tokens
+# are nearly tied, a tiny difference in the logits can flip the pick, and from then on each model
+# continues from its own token. To find where, each model generates `SIZES.new_tokens_full_stack` new tokens
 # once, greedily, from the prompt above. These generations are not timed (the speed comes from the rounds
 # above). The custom model's is the slowest generation of the series, so when you run the notebook
 # interactively a progress bar counts its forward passes, one per generated token (a run that stores its
@@ -462,16 +613,18 @@ def show_tokens(ids):
     return " ".join(str(i) for i in ids.tolist())
 
 
+after = n - first if first >= 0 else 0  # tokens from the split on
+agree_after = int((ids_original[first:n] == ids_custom[first:n]).sum()) if first >= 0 else 0  # same position
 if first < 0:
     print(f"the two streams agree on all {n} generated tokens")
 else:
     lo, hi = max(0, first - 8), first + 8
+    what = "text" if tokenizer is not None else "token ids"  # without the hub there is no tokenizer to decode
     print(f"first difference at generated token {first} of {n}")
-    print("shared text before it:", show_tokens(ids_original[lo:first]))
-    print("original continues:   ", show_tokens(ids_original[first:hi]))
-    print("custom continues:     ", show_tokens(ids_custom[first:hi]))
-    print(f"tokens that agree after the split (same position): "
-          f"{int((ids_original[first:n] == ids_custom[first:n]).sum())} of {n - first}")
+    print(f"shared {what} before it:".ljust(30), show_tokens(ids_original[lo:first]))
+    print(f"original's {what} from there:".ljust(30), show_tokens(ids_original[first:hi]))
+    print(f"custom model's {what} from there:".ljust(30), show_tokens(ids_custom[first:hi]))
+    print(f"tokens that agree from the split on (same position): {agree_after} of {after}")
 
 # %%
 P = prompt.shape[1]
@@ -501,6 +654,24 @@ print(f"at step {step}: largest logit difference between the models {logit_gap[-
       f"original's top-2 margin {two[0] - two[1]:.3g}")
 
 # %%
+def read_after_split(agree, after):
+    """What the streams did after their first split: ``agree`` of the ``after`` tokens from the split on match
+    position by position. Each model conditions on its own text from there; whether the texts stay apart is
+    measured, not assumed (greedy decoding with random weights often falls into a repeating loop that both
+    streams can fall back into)."""
+    if agree == 0:
+        return (f"From the split on, each model conditions on its own text, and none of the {after} tokens from "
+                "the split on agree position by position: the two texts stayed apart.")
+    share = agree / after
+    text = (f"From the split on, each model conditions on its own text, yet {agree} of the {after} tokens from the "
+            f"split on ({100 * share:.0f}%) still agree position by position: ")
+    if share >= 0.5:
+        return text + ("most of the time the streams were back in step, so the flip changed some tokens, not the "
+                       "rest of the text (greedy decoding often settles into a repeating pattern that both streams "
+                       "can return to; the tokens printed above show the stretch around the split).")
+    return text + "most of the later tokens differ, because each model now continues a different text."
+
+
 pick_o, pick_c = int(at_o.argmax()), int(at_c.argmax())
 median_margin = margins[:-1].median().item() if len(margins) > 1 else float("nan")
 if first >= 0:
@@ -512,7 +683,7 @@ if first >= 0:
         if p > 0:
             return f"{who} preferred its own token by {p:.3g}"
         if p == 0:
-            return f"{who} saw an exact tie (the first of the tied tokens wins)"
+            return f"{who} saw an exact tie (argmax then picks the lower token id)"
         return f"{who} now preferred the other token, by {-p:.3g}"
 
     bound = 2 * logit_gap[-1].item()  # the most the two models' logits can move the top-2 margin apart
@@ -530,9 +701,8 @@ if first >= 0:
              "in one pass, while during generation they computed the step from the KV cache, one token at a "
              "time, with different kernel shapes and so yet another order of additions. The pick was that "
              "close. ")
-    text += ("A near-tie plus a difference in the last digits is all it takes; after that, the two models are "
-             "continuing different texts, and the later tokens differ for that reason alone. The position of the "
-             "split is one sample, not a property of the model: near-ties a rounding step or two wide decide it, "
+    text += "A near-tie plus a difference in the last digits is all it takes. " + read_after_split(agree_after, after)
+    text += (" The position of the split is one sample, not a property of the model: near-ties a rounding step or two wide decide it, "
              "so anything that changes the last bits of a logit (another GPU, another library version, another "
              "algorithm picked by cuBLAS) can move it, and a rerun may find it elsewhere.")
 else:
@@ -668,7 +838,91 @@ else:
 #   compare configurations within one run's rounds.
 # - To explain a slowdown, put launches, GPU-busy time and wall time per token side by side: extra
 #   wall time that the GPU was not busy for is time spent waiting for the host to launch.
-# - Greedy decoding amplifies rounding differences: once a near-tie flips, the two models write different
-#   texts. That is floating-point arithmetic, not an error in either model.
+# - Greedy decoding amplifies rounding differences: once a near-tie flips, each model continues from a
+#   different token (whether the texts then stay apart is counted above, for this run). That is
+#   floating-point arithmetic, not an error in either model.
+# - One decode step drawn on a time axis (on a GPU) shows the same thing as the numbers: short kernels with
+#   gaps between them, where the GPU waits for the host's next launch.
 #
 # Next, chapter 7 asks whether the slowdown holds as the prompt grows.
+
+# %% [markdown]
+# ## Try it yourself
+#
+# Each exercise swaps **one** custom piece in for PyTorch's, in a single call at the decode shape (one
+# token: a single row of `hidden_size` numbers, the model's own weights), and times it with
+# `helpers.compare_calls`: the two calls in shuffled rounds, PyTorch's against itself as the A/A floor. On a
+# GPU the clock is **GPU time** (CUDA-graph replay), which leaves the host's launch cost out: the question
+# is what the GPU itself does with fewer or more kernels. In CPU mode the clock is the interpreter's wall
+# time, and the answer says nothing about a GPU. Set `answer` to your guess and run the cell; it prints
+# the measurement and whether your guess matches it.
+
+# %%
+import torch.nn.functional as F
+
+import kernels
+
+layer = model.model.layers[0]  # any layer: they all have the same shapes
+x_row = torch.randn(1, config.hidden_size, device=helpers.DEVICE, dtype=helpers.DTYPE)  # one decoded token
+quiet = torch.no_grad()  # a call wrapped in it records no autograd graph
+
+
+def launches(calls):
+    """Kernels one call launches, for each call ({name: fn}): every CUDA kernel (profiler) on a GPU, our
+    Triton kernels only in CPU mode."""
+    kind = "CUDA kernels" if helpers.HAS_GPU else "our Triton kernels (CPU mode)"
+    print("; ".join(f"{name}: {helpers.launches_per_call(fn):.0f} {kind} per call" for name, fn in calls.items()))
+
+
+# %% [markdown]
+# **1. The RMSNorm alone.** Our two-pass RMSNorm is 2 kernels per call; Qwen3's own RMSNorm in PyTorch is
+# a chain of small elementwise and reduction kernels (the swap-by-swap split above counted how many). At a
+# single row each kernel has almost nothing to do, so a call's GPU time is mostly each kernel's fixed cost
+# of starting and finishing. Count the kernels first (the cell prints them), then guess the GPU time of
+# one call of ours against one of PyTorch's.
+
+# %%
+answer = None  # your guess: "faster", "slower" or "same"
+norm = layer.input_layernorm
+ours, theirs = (quiet(lambda: kernels.rmsnorm_two_pass(x_row, norm.weight, norm.variance_epsilon)),
+                quiet(lambda: norm(x_row)))
+launches({"two-pass RMSNorm": ours, "PyTorch's RMSNorm": theirs})
+cmp = helpers.compare_calls({"two-pass RMSNorm": ours}, reference=theirs)
+measured = helpers.check_answer(answer, cmp.ratios["two-pass RMSNorm"], cmp.floor,
+                     change="two-pass RMSNorm instead of PyTorch's, one row", clock=cmp.clock)
+
+# %% [markdown]
+# **2. The attention alone.** One decode step of one attention module: a single query per head against the
+# keys and values of the chapter's prompt plus its new tokens. PyTorch's SDPA does it in one fused kernel;
+# our loop launches 3 kernels per query head, plus the PyTorch ops around them. Expect the kernel count to
+# set the GPU time here too; guess the direction before you run it.
+
+# %%
+answer = None  # your guess: "faster", "slower" or "same"
+T = SIZES.prompt_len + SIZES.new_tokens  # keys in the cache at the end of a generation
+hq, hkv, d = config.num_attention_heads, config.num_key_value_heads, config.head_dim
+q = torch.randn(1, hq, 1, d, device=helpers.DEVICE, dtype=helpers.DTYPE)  # (B, Hq, S=1, D)
+k, v = (torch.randn(1, hkv, T, d, device=helpers.DEVICE, dtype=helpers.DTYPE) for _ in range(2))  # (B, Hkv, T, D)
+loop = lambda: kernels.attention_slow(q, k, v, scale=d ** -0.5, causal=True)
+sdpa = lambda: F.scaled_dot_product_attention(q, k, v, scale=d ** -0.5, enable_gqa=hq != hkv)
+launches({"per-head loop": loop, "SDPA": sdpa})
+cmp = helpers.compare_calls({"per-head loop": loop}, reference=sdpa)
+measured = helpers.check_answer(answer, cmp.ratios["per-head loop"], cmp.floor,
+                     change=f"per-head loop instead of SDPA, one query, {T} keys", clock=cmp.clock)
+
+# %% [markdown]
+# **3. One projection alone.** The MLP's up projection for one token: a row times a weight matrix of
+# `hidden_size` x `intermediate_size`. Both versions are one kernel and must read every weight once, and at
+# one row that read is almost all the work (memory-bound, in [the three regimes](01_setup.ipynb#Three-regimes)).
+# A difference can only come from how well each kernel streams the weight: cuBLAS can choose a kernel
+# shaped for a single row, while our matmul computes a 64-row tile (`kernels.DEFAULT_TILE`) of which 63
+# rows are padding. So expect "same" or
+# "slower", not "faster"; which one?
+
+# %%
+answer = None  # your guess: "faster", "slower" or "same"
+W = layer.mlp.up_proj.weight  # (intermediate_size, hidden_size)
+tiled, cublas = quiet(lambda: kernels.linear(x_row, W)), quiet(lambda: F.linear(x_row, W))
+cmp = helpers.compare_calls({"tiled matmul": tiled}, reference=cublas)
+measured = helpers.check_answer(answer, cmp.ratios["tiled matmul"], cmp.floor,
+                     change="tiled matmul instead of F.linear, one row of the up projection", clock=cmp.clock)

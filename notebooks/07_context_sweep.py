@@ -65,6 +65,7 @@ import colab_setup
 colab_setup.prepare()
 
 # %%
+import re
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -125,6 +126,15 @@ def prefill_ratio(comparison, name):
                                                    comparison.first_seconds[ORIGINAL])])
 
 
+def quartiles(r, digits=3):
+    """"low-high" of a Ratio's quartiles, with more decimals (up to 6) where a quartile just off 1 would
+    print as 1: whether the middle half of the rounds lies on both sides of 1 must be readable."""
+    d = digits
+    while d < 6 and any(v != 1 and round(v, d) == 1 for v in (r.low, r.high)):
+        d += 1
+    return f"{r.low:.{d}f}-{r.high:.{d}f}"
+
+
 def tokens_per_s(comparison, name):
     """tokens/s (new tokens / generation time) of one configuration: the comparison's median, with the
     quartiles of the per-round values."""
@@ -144,16 +154,18 @@ for L in lengths:
                  "tokens/s original": c.tokens_per_s[ORIGINAL], "tokens/s custom": c.tokens_per_s[CUSTOM],
                  "time ratio (x slower)": ratio.median, "quartiles": f"{ratio.low:.2f}-{ratio.high:.2f}",
                  "verdict": c.verdict(CUSTOM).text,
-                 "A/A floor": floor.median, "A/A quartiles": f"{floor.low:.2f}-{floor.high:.2f}",
+                 "A/A floor": floor.median, "A/A quartiles": quartiles(floor),
                  "prefill wall ms original": c.prefill_ms(ORIGINAL), "prefill wall ms custom": c.prefill_ms(CUSTOM),
                  "prefill ratio (x slower)": pre.median, "prefill quartiles": f"{pre.low:.2f}-{pre.high:.2f}",
                  "prefill verdict": helpers.verdict(pre, pre_floor).text,
-                 "prefill A/A floor": pre_floor.median,
-                 "prefill A/A quartiles": f"{pre_floor.low:.2f}-{pre_floor.high:.2f}"})
+                 "prefill A/A floor": pre_floor.median, "prefill A/A quartiles": quartiles(pre_floor)})
 table = pd.DataFrame(rows)
 print(f"{N} new tokens per generation, median of {SIZES.rounds_sweep} shuffled rounds per prompt length; "
       "prefill wall ms: wall time of the one-token generation that follows each generation in the same round")
-helpers.show(table.round(3))
+shown = table.copy()
+for column in ("A/A floor", "prefill A/A floor"):  # three decimals, like their quartiles
+    shown[column] = shown[column].map(lambda v: f"{v:.3f}")
+helpers.show(shown)
 helpers.save_sweep(table, "context_sweep")
 
 for L in lengths:
@@ -173,8 +185,9 @@ for L in lengths:
                        f"{len(c.orders)} shuffled rounds", spread=prefill_per_round(c, name))
 
 
-def read_floors(runs, lengths):
-    """What the sweep's A/A floors came out at with its few rounds, and what they do to its verdicts."""
+def read_floors(runs, lengths, pre_floors):
+    """What the sweep's A/A floors came out at with its few rounds, and what they do to its verdicts; then the
+    prefill's own floors (``pre_floors``), judged by the same rule, and which of them the trend readings use."""
     rounds = len(runs[lengths[0]].orders)
     floors = {L: runs[L].floor for L in lengths}
     stood = {L: runs[L].verdict(helpers.ORIGINAL_AGAIN) for L in lengths}  # a floor against the 5% minimum alone
@@ -185,7 +198,7 @@ def read_floors(runs, lengths):
             + (f", fewer than the {SIZES.rounds} of a single comparison elsewhere in the series: the series' time "
                f"budget does not allow more for {len(lengths)} lengths. " if rounds < SIZES.rounds else ". ")
             + "The original against itself came out at "
-            + ", ".join(f"{L}: {floors[L].median:.3f} ({floors[L].low:.2f}-{floors[L].high:.2f})" for L in lengths)
+            + ", ".join(f"{L}: {floors[L].median:.3f} ({quartiles(floors[L])})" for L in lengths)
             + ". ")
     out = [L for L in lengths if stood[L].real]
     held = [L for L in lengths if not stood[L].real]
@@ -193,7 +206,7 @@ def read_floors(runs, lengths):
         text += ("By the series' rule (`helpers.verdict`: a floor is judged against the minimum effect, "
                  f"{100 * helpers.noise_threshold():.0f}% from 1, and its own quartiles), the original was within "
                  "noise of itself at "
-                 + "; ".join(f"{L} tokens ({stood[L].reason})" for L in held) + ". ")
+                 + "; ".join(f"{L} tokens ({held_reason(floors[L], stood[L])})" for L in held) + ". ")
     if out:
         text += ("It came out slower or faster than itself at "
                  + ", ".join(f"{L} tokens ({stood[L].text})" for L in out)
@@ -203,10 +216,35 @@ def read_floors(runs, lengths):
              + f". The slowdown stood out of its threshold at {len(real)} of the {len(lengths)} lengths. A change of "
              f"the slowdown from one length to another has to clear thresholds like these (up to {100 * widest:.0f}% "
              "here) to count: the trend reading below judges it against the noisier end's floor.")
+    pre_stood = {L: helpers.verdict(pre_floors[L]) for L in lengths}
+    text += ("\n\nThe prefill has its own A/A floors (the original's one-token generations against its own, round "
+             "by round): " + "; ".join(f"{L}: {pre_floors[L].median:.3f} ({quartiles(pre_floors[L])}), "
+                                       f"{pre_stood[L].text}" for L in lengths) + ". ")
+    pre_out = [L for L in lengths if pre_stood[L].real]
+    if not pre_out:
+        text += "By the series' rule the original's prefill was within noise of itself at every length."
+    else:
+        text += (f"So at {', '.join(str(L) for L in pre_out)} tokens the original's prefill came out "
+                 "slower or faster than itself: the prefill points there carry that much noise. ")
+        inner = [L for L in pre_out if L not in (lengths[0], lengths[-1])]
+        if inner:
+            text += (f"The trend readings below judge a change against the noisier end's floor only, so the floor "
+                     f"at {', '.join(str(L) for L in inner)} tokens widens none of their thresholds: read the prefill "
+                     "points there with that noise in mind.")
     return text
 
 
-helpers.md(read_floors(runs, lengths))
+def held_reason(floor, v):
+    """Why a floor was within noise, with the quartiles printed to enough digits and, where the quartile rule
+    held it back, how many of the rounds fell on each side of 1."""
+    if not v.reason.startswith("its quartiles"):
+        return v.reason
+    below = sum(x < 1 for x in floor.values)
+    return (f"its quartiles ({quartiles(floor)}) lie on both sides of 1; {below} of its "
+            f"{len(floor.values)} rounds were below 1")
+
+
+helpers.md(read_floors(runs, lengths, pre_floors))
 
 # %% [markdown]
 # ## Reading a trend from every point
@@ -229,20 +267,26 @@ helpers.md(read_floors(runs, lengths))
 # are judged against the prefill's own A/A floors (the original's one-token generations against its own,
 # round by round, shown in the table above), the decode readings against the decode's
 # (`Comparison.decode_ratio` of the original against itself).
+#
+# One caution before reading them: the prompt lengths ran one after another, each its own comparison. A
+# ratio is taken within each round and cancels a host that drifts over the minutes of the sweep; an
+# absolute time does not, so its reading says "with the prompt length (or with the host's drift)", and
+# the paragraph after the readings says which of the two the numbers point to.
 
 # %%
 read_trend, read_together = helpers.read_trend, helpers.read_together  # one reading, shared with chapter 8
 
 WALL = "wall ms"  # the clock of every time in this chapter: wall time of whole generations
-trends = {
-    "time ratio, all custom / original": read_trend({L: runs[L].ratios[CUSTOM] for L in lengths}, floors),
-    "generation wall ms, original": read_trend({L: per_round(runs[L], ORIGINAL) for L in lengths}, floors, WALL),
-    "generation wall ms, all custom": read_trend({L: per_round(runs[L], CUSTOM) for L in lengths}, floors, WALL),
-    "prefill ratio, all custom / original": read_trend(pre_ratios, pre_floors),
-    "prefill wall ms, original": read_trend({L: prefill_per_round(runs[L], ORIGINAL) for L in lengths},
-                                            pre_floors, WALL),
-    "prefill wall ms, all custom": read_trend({L: prefill_per_round(runs[L], CUSTOM) for L in lengths},
-                                              pre_floors, WALL),
+# An absolute time moves with the prompt length and with the host's drift between the lengths' comparisons,
+# which ran one after another: its reading names both. A ratio, taken within each round, cancels the drift.
+SWEEP = "the prompt length (or with the host's drift: the lengths ran one after another)"
+series = {  # quantity -> ({prompt length: median and quartiles of the rounds}, the A/A floors it is judged against)
+    "time ratio, all custom / original": ({L: runs[L].ratios[CUSTOM] for L in lengths}, floors),
+    "generation wall ms, original": ({L: per_round(runs[L], ORIGINAL) for L in lengths}, floors),
+    "generation wall ms, all custom": ({L: per_round(runs[L], CUSTOM) for L in lengths}, floors),
+    "prefill ratio, all custom / original": (pre_ratios, pre_floors),
+    "prefill wall ms, original": ({L: prefill_per_round(runs[L], ORIGINAL) for L in lengths}, pre_floors),
+    "prefill wall ms, all custom": ({L: prefill_per_round(runs[L], CUSTOM) for L in lengths}, pre_floors),
 }
 # The rest of the generation, per decoded token (Comparison.decode_ms: each round's generation minus its
 # one-token generation, over the new tokens after the first), with its own A/A floor (Comparison.decode_ratio).
@@ -250,10 +294,10 @@ trends = {
 dec_floors = {L: runs[L].decode_ratio(helpers.ORIGINAL_AGAIN) for L in lengths}
 decodable = all(runs[L].decode_ms(name).median > 0 for L in lengths for name in (ORIGINAL, CUSTOM))
 if decodable:
-    trends["wall ms per decoded token, original"] = read_trend(
-        {L: runs[L].decode_ms(ORIGINAL) for L in lengths}, dec_floors, WALL)
-    trends["wall ms per decoded token, all custom"] = read_trend(
-        {L: runs[L].decode_ms(CUSTOM) for L in lengths}, dec_floors, WALL)
+    series["wall ms per decoded token, original"] = ({L: runs[L].decode_ms(ORIGINAL) for L in lengths}, dec_floors)
+    series["wall ms per decoded token, all custom"] = ({L: runs[L].decode_ms(CUSTOM) for L in lengths}, dec_floors)
+trends = {q: read_trend(points, fl, WALL, SWEEP) if WALL in q else read_trend(points, fl)
+          for q, (points, fl) in series.items()}
 dec_verdicts = {L: helpers.verdict(runs[L].decode_ratio(CUSTOM), dec_floors[L]) for L in lengths} if decodable else {}
 helpers.show(pd.DataFrame([
     {"quantity": q, "median at each prompt length": t.points, "last / first": round(t.change.median, 3),
@@ -263,7 +307,7 @@ ratio_trend = trends["time ratio, all custom / original"]
 gen_o, gen_c = trends["generation wall ms, original"], trends["generation wall ms, all custom"]
 pre_o, pre_c = trends["prefill wall ms, original"], trends["prefill wall ms, all custom"]
 pre_trend = trends["prefill ratio, all custom / original"]
-floor_words = lambda fl: ", ".join(f"{L}: {fl[L].median:.2f} ({fl[L].low:.2f}-{fl[L].high:.2f})" for L in lengths)  # noqa: E731
+floor_words = lambda fl: ", ".join(f"{L}: {fl[L].median:.3f} ({quartiles(fl[L])})" for L in lengths)
 helpers.md(
     f"**The ratio.** From a {lengths[0]}-token to a {lengths[-1]}-token prompt, the all-custom model's time over "
     f"the original's **{ratio_trend.text}**. Every point: {ratio_trend.points}; the verdict at each length, "
@@ -284,6 +328,38 @@ helpers.md(
     + ("" if helpers.HAS_GPU else "\n\nCPU mode: interpreter times on a tiny model and short prompts, "
        "good for following the method, not for conclusions about a GPU.")
 )
+
+
+def read_drift(series, trends, lengths):
+    """Context or drift? The absolute times of a sweep whose lengths ran one after another move with either.
+    Names the readings that moved, where each moved most (the largest step between neighbouring lengths), and
+    whether the original's prefill, where a longer context costs the most work, moved with them."""
+    text = ("**Context or drift?** Each prompt length was its own comparison, run one after another ("
+            + ", ".join(str(L) for L in lengths) + " tokens, in that order). The A/A floors measure the noise "
+            "inside each comparison, between two slots of one round; nothing in the sweep measures how far the "
+            "host drifted from one comparison to the next, and such a drift moves every absolute time just as a "
+            "longer context would. Only the ratios, taken within each round, cancel it. ")
+    moved = [q for q, t in trends.items() if WALL in q and t.word != "no consistent trend"]
+    if not moved:
+        return text + "Here no absolute time moved consistently along the sweep, so there is nothing to tell apart."
+    parts = []
+    for q in moved:
+        med = [series[q][0][L].median for L in lengths]
+        i = max(range(len(med) - 1), key=lambda j: abs(med[j + 1] / med[j] - 1))
+        share = (med[i + 1] - med[i]) / (med[-1] - med[0]) if med[-1] != med[0] else float("nan")
+        parts.append(f"the {q} {trends[q].word} ({med[0]:.1f} to {med[-1]:.1f} {WALL}), "
+                     f"{100 * share:.0f}% of it in the one step from {lengths[i]} to {lengths[i + 1]} tokens")
+    text += "Of the absolute times, " + "; ".join(parts) + ". "
+    pre = trends["prefill wall ms, original"]
+    if pre.word != "grew" and any(q != "prefill wall ms, original" and "original" in q for q in moved):
+        text += ("The original's prefill, which does far more context work per pass than a decode step (every "
+                 f"prompt token against every earlier one), {pre.text}: a context effect would show there first, "
+                 "so this pattern points to drift rather than context. ")
+    text += "Read the absolute times as moving along the sweep, and the ratios as the finding about context."
+    return text
+
+
+helpers.md(read_drift(series, trends, lengths))
 
 # %%
 fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(16, 4.5))
@@ -366,7 +442,8 @@ split["prefill share of a generation %, original"] = (100 * split["prefill wall 
 split["prefill share of a generation %, custom"] = (100 * split["prefill wall ms custom"]
                                                     / split["generation wall ms custom"])
 print(f"wall ms per generation of {N} new tokens (medians of the rounds); rest = generation - prefill")
-helpers.show(split.round(1))
+helpers.show(split.astype({c: object for c in split.columns[1:]}).apply(
+    lambda col: col if col.name == "prompt" else col.map(lambda v: f"{v:.1f}")))  # one decimal in every column
 first, last = split.iloc[0], split.iloc[-1]
 helpers.md(
     f"At {lengths[0]} prompt tokens the prefill was {first['prefill share of a generation %, original']:.1f}% of "
@@ -376,7 +453,9 @@ helpers.md(
     f"({first['extra wall ms (custom - original)']:.1f} wall ms at {lengths[0]} tokens, "
     f"{last['extra wall ms (custom - original)']:.1f} wall ms at {lengths[-1]}), the prefill carried "
     f"{first['extra in prefill %']:.1f}% and {last['extra in prefill %']:.1f}%; the rest was spent in the "
-    f"{N - 1} one-token steps after it, whose kernel count does not depend on the context."
+    f"{N - 1} one-token steps after it. (Their kernel count does not depend on the context by construction: "
+    "every kernel covers the whole KV cache in one launch, and the attention loop runs once per query head. "
+    f"Chapter 6 counted the launches at a {SIZES.prompt_len}-token prompt; this chapter profiles none.)"
 )
 
 # %% [markdown]
@@ -387,7 +466,15 @@ helpers.md(
 
 # %%
 side = helpers.compare("context.")
-helpers.show(side[~side["id"].str.contains("{", regex=False)])  # the catalogue's pattern rows are not results
+side = side[~side["id"].str.contains("{", regex=False)]  # the catalogue's pattern rows are not results
+
+
+def natural(text):
+    """Sort key that orders numbers by value: context.128 before context.1024."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text)]
+
+
+helpers.show(side.iloc[sorted(range(len(side)), key=lambda i: natural(side["id"].iloc[i]))].reset_index(drop=True))
 blog_range = helpers.blog("context.ratio_range")
 print("the blog's note on its sweep:", helpers.blog_numbers().set_index("id").loc["context.ratio_range", "note"])
 ratios = table["time ratio (x slower)"]
@@ -434,6 +521,36 @@ helpers.show(judged)
 held = judged["prediction held"] == "yes"
 helpers.md(f"{int(held.sum())} of the {int(judged['prediction held'].isin(['yes', 'no']).sum())} predictions that "
            "this run can judge held (a flat line reads as \"no consistent trend\").")
+
+
+def explain_misses(judged):
+    """A sentence for each missed prediction outside the prefill (the prefill's is read in the takeaway below):
+    the per-token time of either model, from the drift reading; the ratio, from how small a part of a
+    generation the prefill is (the split table)."""
+    missed = set(judged.loc[judged["prediction held"] == "no", "quantity"])
+    verb = lambda t: t.word if t.word != "no consistent trend" else "showed no consistent trend"
+    out = []
+    for q in ("wall ms per decoded token, original", "wall ms per decoded token, all custom"):
+        if q in missed:
+            out.append(f"*{q}* {verb(trends[q])}, against the prediction: a decode step's context work is small at "
+                       "batch size 1, and these absolute times also carry the host's drift between the lengths "
+                       "(see *Context or drift?* above), which this sweep cannot separate from the context.")
+    if "time ratio, all custom / original" in missed:
+        share = split["prefill share of a generation %, original"].max()
+        noise = ratio_trend.verdict.noise
+        out.append(f"*The ratio* {verb(ratio_trend)} where it was predicted to shrink. The prediction rested on the "
+                   f"original's prefill growing, but the prefill was at most {share:.1f}% of the original's "
+                   "generation time: even had it doubled from the shortest prompt to the longest, the ratio would "
+                   f"have shrunk by about {share:.1f}% at most, "
+                   + (f"inside the noise threshold of the ratio's reading ({100 * noise:.0f}%): at these lengths the "
+                      "prediction could not have been seen." if share / 100 < noise else
+                      f"beyond the ratio's noise threshold ({100 * noise:.0f}%), had the prefill grown that much; "
+                      f"it {verb(pre_o)}."))
+    return " ".join(out)
+
+
+if explain_misses(judged):
+    helpers.md(explain_misses(judged))
 if pre_o.word == "grew":
     prefill_words = (f"The original's prefill {pre_o.text}: the context length entered through the prefill, whose "
                      "work grows with the prompt while its kernel count does not.")
@@ -449,8 +566,8 @@ helpers.md(
     f"- **Prefill.** {prefill_words} The custom model's prefill {pre_c.text} ({read_together(pre_o, pre_c)}).\n"
     f"- **The slowdown.** The all-custom model's time over the original's {ratio_trend.text}; each model's "
     f"generation time: {read_together(gen_o, gen_c)}. The custom kernels add a fixed number of launches to every "
-    "step, whatever the context (chapter 6 counted them); the split above shows how much of each generation the "
-    "prefill carried.\n"
+    f"step, whatever the context (by construction; chapter 6 counted them at a {SIZES.prompt_len}-token prompt); "
+    "the split above shows how much of each generation the prefill carried.\n"
     "- **Reading a sweep.** A trend needs every point, each point's spread and the A/A floor of its run: two "
     "ends can differ by noise alone. Read the ratio together with the prefill and the rest of the generation: "
     "they say which phase moved it."
@@ -459,3 +576,71 @@ helpers.md(
 
 # %% [markdown]
 # Chapter 8 gathers every number of the series into one table and reads the lessons off it.
+#
+# ## Try it yourself
+#
+# Each exercise changes **one** thing in a single attention call, the part of the model whose work grows
+# with the context, and times it with `helpers.compare_calls`: both calls in shuffled rounds, the
+# reference against itself as the A/A floor. On a GPU the clock is **GPU time** (CUDA-graph replay): the
+# host's launches are left out, so unlike the sweep above, these answers are about the GPU's work alone.
+# In CPU mode the clock is the interpreter's wall time. The shapes are this model's heads at the sweep's
+# shortest and longest prompts. Set `answer` to your guess and run the cell.
+
+# %%
+import torch
+import torch.nn.functional as F
+
+import kernels
+
+hq, hkv, d = model.config.num_attention_heads, model.config.num_key_value_heads, model.config.head_dim
+short, long = lengths[0], lengths[-1]
+
+
+def qkv(queries, keys, heads=hq, kv_heads=hkv):
+    """Random q [1, heads, queries, D] and k, v [1, kv_heads, keys, D] on the model's device and dtype."""
+    shape = lambda h, n: (1, h, n, d)
+    return tuple(torch.randn(*shape(h, n), device=helpers.DEVICE, dtype=helpers.DTYPE)
+                 for h, n in ((heads, queries), (kv_heads, keys), (kv_heads, keys)))
+
+
+# %% [markdown]
+# **1. A decode step at a longer context.** Our per-head loop for one new token, against the keys of the
+# shortest prompt, then of the longest. Each head's kernels read more keys, but a head's keys are a few
+# hundred kilobytes at most here, and every kernel also has a fixed cost of starting and finishing,
+# whatever it reads. Expect little change, if any; is it "same" or "slower"?
+
+# %%
+answer = None  # your guess: "faster", "slower" or "same"
+at_short, at_long = qkv(1, short), qkv(1, long)
+cmp = helpers.compare_calls({"longer context": lambda: kernels.attention_slow(*at_long, scale=d ** -0.5, causal=True)},
+                            reference=lambda: kernels.attention_slow(*at_short, scale=d ** -0.5, causal=True))
+measured = helpers.check_answer(answer, cmp.ratios["longer context"], cmp.floor,
+                     change=f"per-head loop, one query, {long} keys instead of {short}", clock=cmp.clock)
+
+# %% [markdown]
+# **2. The original's prefill attention at a longer prompt.** PyTorch's fused SDPA over the whole prompt,
+# causal, at the shortest prompt and at the longest: every token against every earlier one, so the work
+# grows with the square of the length. The sweep found the original's whole prefill (see its reading
+# above) set by launches more than by work; this call has one kernel, so only the work is left. Expect
+# it to show; guess the direction.
+
+# %%
+answer = None  # your guess: "faster", "slower" or "same"
+pre_short, pre_long = qkv(short, short), qkv(long, long)
+sdpa = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=hq != hkv)
+cmp = helpers.compare_calls({"longer prompt": lambda: sdpa(*pre_long)}, reference=lambda: sdpa(*pre_short))
+measured = helpers.check_answer(answer, cmp.ratios["longer prompt"], cmp.floor,
+                     change=f"SDPA prefill over {long} tokens instead of {short}", clock=cmp.clock)
+
+# %% [markdown]
+# **3. Half the heads looped.** The per-head loop at the longest context, over all the query heads, then
+# over half of them (with half the key/value heads, so the grouping stays the same). Its kernel count is 3
+# per head; each kernel is small. Expect the time to follow the kernel count; in which direction?
+
+# %%
+answer = None  # your guess: "faster", "slower" or "same"
+half = qkv(1, long, hq // 2, max(1, hkv // 2))
+cmp = helpers.compare_calls({"half the heads": lambda: kernels.attention_slow(*half, scale=d ** -0.5, causal=True)},
+                            reference=lambda: kernels.attention_slow(*at_long, scale=d ** -0.5, causal=True))
+measured = helpers.check_answer(answer, cmp.ratios["half the heads"], cmp.floor,
+                     change=f"per-head loop over {hq // 2} query heads instead of {hq}, {long} keys", clock=cmp.clock)

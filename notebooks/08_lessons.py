@@ -71,10 +71,12 @@ import statistics
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+import torch
 from matplotlib.lines import Line2D
 from matplotlib.transforms import Bbox
 
 import helpers
+import kernels
 
 helpers.show_env()
 SIZES = helpers.SIZES
@@ -215,7 +217,10 @@ def readable(df, columns):
     return df.assign(**{c: df[c].map(lambda v: "" if v != v else f"{v:.4g}") for c in columns})
 
 
-helpers.show(readable(summary.drop(columns="blog only"), ["yours", "H200"]).set_index(["chapter", "id"]))
+shown = readable(summary.drop(columns="blog only"), ["yours", "H200"])
+for column in ("yours", "H200"):  # a blank cell says why: the blog gave this figure and no chapter measures it
+    shown.loc[summary["blog only"] & (shown[column] == ""), column] = "(blog's figure only)"
+helpers.show(shown.set_index(["chapter", "id"]))
 
 ours = summary[~summary["blog only"]]
 missing = ours[ours["yours"].isna()]
@@ -349,12 +354,12 @@ for id_, (name, _) in helpers.REPRODUCE_CONFIGS.items():
     row = {"swap": name, "id": id_}
     if comparison is not None:
         r = comparison.ratios[name]
-        row[THIS_RUN], row[f"{THIS_RUN} quartiles"] = r.median, f"{r.low:.2f}-{r.high:.2f}"
+        row[THIS_RUN], row[f"{THIS_RUN} quartiles"] = r.median, f"{r.low:.3g}-{r.high:.3g}"
         row[f"{THIS_RUN} verdict"] = comparison.verdict(name).text
     for source, table_ in RECORDED.items():
         rec = recorded(table_, id_)
         row[source] = rec.value if rec else np.nan
-        row[f"{source} quartiles"] = f"{rec.low:.2f}-{rec.high:.2f}" if rec and rec.has_spread else ""
+        row[f"{source} quartiles"] = f"{rec.low:.3g}-{rec.high:.3g}" if rec and rec.has_spread else ""
         row[f"{source} verdict"] = rec.verdict if rec else ""
     b = blog_ratio(id_)
     row[BLOG] = b if b is not None else np.nan
@@ -458,8 +463,10 @@ helpers.md(f"**Did *{ALL_PROJ}* cost less than *{ATT_MLP}*?** "
 # %% [markdown]
 # ## The launch budget: predict a token's time from its launches
 #
-# At batch size 1 the host launches kernels one after another. The *launch-budget model*
-# (`helpers.LaunchBudget`) prices a decoded token from what it launches:
+# At batch size 1 the host launches kernels one after another, and a decoded token is *overhead-bound*: the
+# GPU finishes each small kernel before the host has launched the next (the first of
+# [the three regimes](01_setup.ipynb#Three-regimes)). The *launch-budget model* (`helpers.LaunchBudget`)
+# prices a decoded token from what it launches:
 #
 # - each PyTorch launch costs the host a fixed time, which includes everything the framework does in
 #   Python around an op; each launch of our kernels costs another fixed time, which includes our
@@ -650,13 +657,27 @@ if budget is not None:
         empty_torch, empty_triton = prices[0].value, prices[1].value
         text += (f" Chapter 2, in its own process on this machine, recorded {empty_torch:.1f} µs for an empty "
                  f"PyTorch launch and {empty_triton:.1f} µs for an empty Triton one (host clock)")
-        if launch_budget.torch_us > empty_torch and launch_budget.ours_us > empty_triton:
-            text += (f": the in-model prices are {launch_budget.torch_us - empty_torch:.1f} and "
-                     f"{launch_budget.ours_us - empty_triton:.1f} µs higher, the Python around each launch, the "
-                     "framework's module calls for PyTorch's and our launchers' for ours.")
+        # a price over its empty launch, judged as every ratio of the series is (one value each: no quartiles)
+        judged_prices = {"PyTorch": (launch_budget.torch_us, empty_torch, helpers.verdict(launch_budget.torch_us / empty_torch)),
+                         "ours": (launch_budget.ours_us, empty_triton, helpers.verdict(launch_budget.ours_us / empty_triton))}
+        read = []
+        for who, (fit, empty, v) in judged_prices.items():
+            read.append(f"{who}: {fit:.1f} against {empty:.1f} µs, "
+                        + (f"within noise of the empty launch ({v.reason})" if not v.real else
+                           f"{fit / empty:.2f}x the empty launch" if v.ratio > 1 else
+                           f"below the empty launch ({fit / empty:.2f}x)"))
+        text += ": " + "; ".join(read) + ". "
+        above = [who for who, (_, _, v) in judged_prices.items() if v.real and v.ratio > 1]
+        below = [who for who, (_, _, v) in judged_prices.items() if v.real and v.ratio < 1]
+        if below:
+            text += (f"A fitted price below its empty launch ({', '.join(below)}) says the fitted prices are averages "
+                     "over the whole token, not the cost of a launch alone.")
+        elif above:
+            text += (f"Where a fitted price is above its empty launch ({', '.join(above)}), the difference is the "
+                     "Python around each launch: the framework's module calls for PyTorch's, our launchers' for ours.")
         else:
-            text += (": at least one fitted in-model price came out below its empty launch, so the fitted prices "
-                     "are averages over the whole token, not the cost of a launch alone.")
+            text += ("Both fitted prices are within noise of an empty launch: inside the model a launch costs the "
+                     "host about what an empty one does.")
     text += (f" With those two prices and each configuration's launch counts and GPU-busy time, the model "
              f"predicted **{len(hits)} of the {len(judged)} other configurations within {100 * BAR:.0f}%** of their "
              f"measured wall ms per decoded token; `max(host, GPU)` with the same prices would have hit "
@@ -728,8 +749,37 @@ def read_reproduced(again):
     return "\n".join(lines)
 
 
+def quartiles(r):
+    """A ratio's quartiles to 3 significant digits: at 2 decimals 0.1765-0.1780 prints as 0.18-0.18, and seems to
+    hold a value of 0.176 that lies outside it. Large ones whole (1480, not 1.48e+03)."""
+    return "-".join(f"{v:.3g}" if abs(v) < 1000 else f"{v:.0f}" for v in (r.low, r.high))
+
+
+def reproduce_here(committed_path):
+    """``helpers.reproduce`` with every ratio's quartiles to 3 significant digits (its table prints 2 decimals):
+    the tokens/s ratios from this chapter's comparison, the kernel ratios measured here as it measures them
+    (``helpers.compare_calls`` of its cases, GPU time with the PyTorch call's own A/A floor)."""
+    out = helpers.reproduce(ids=list(helpers.REPRODUCE_CONFIGS), committed=committed_path, comparison=comparison)
+    out["quartiles"] = [quartiles(comparison.ratios[helpers.REPRODUCE_CONFIGS[i][0]]) for i in out["id"]]
+    committed = helpers.results(committed_path).set_index("id")["value"].astype(float)
+    bar = f"within {100 * helpers.REPRODUCE_BAR:.0f}%"
+    kernel_rows = []
+    for key, (ours, reference) in helpers._kernel_ratio_cases().items():  # the cases helpers.reproduce times
+        c = helpers.compare_calls({"ours": ours}, reference)
+        r = c.ratios["ours"]
+        parts = [committed.get(k) for k in key.split("/")]  # a ratio of two recorded values, or one value
+        value = (parts[0] / parts[1] if len(parts) == 2 else parts[0]) if all(p is not None for p in parts) else None
+        deviation = 100 * (r.median / value - 1) if value else np.nan
+        kernel_rows.append({"id": key, "what": "kernel time ratio", "clock": c.clock, "yours": r.median,
+                            "quartiles": quartiles(r), "A/A floor": c.floor.median, "committed": value,
+                            "deviation %": deviation,
+                            bar: "" if np.isnan(deviation) else "yes" if abs(deviation) <= 100 * helpers.REPRODUCE_BAR
+                            else "no", "verdict": c.verdict("ours").text})
+    return pd.concat([pd.DataFrame(kernel_rows), out], ignore_index=True)[out.columns]
+
+
 if REMEASURE:
-    again = helpers.reproduce(ids=None, committed=H200_DIR / "results.csv", comparison=comparison)
+    again = reproduce_here(H200_DIR / "results.csv")
     helpers.show(again.round(3))
     helpers.md(read_reproduced(again))
 
@@ -786,7 +836,7 @@ def fixes_from(table_):
         rows.append({
             "step": name, "x the original": to_original.value, "verdict against the original": to_original.verdict,
             "x the step before": to_before.value if to_before else np.nan,
-            "quartiles": f"{to_before.low:.2f}-{to_before.high:.2f}" if to_before and to_before.has_spread else "",
+            "quartiles": f"{to_before.low:.3g}-{to_before.high:.3g}" if to_before and to_before.has_spread else "",
             "verdict against the step before": to_before.verdict if to_before else "(the start)",
             "wall ms per decoded token": wall.value,
             WON: rows[-1]["wall ms per decoded token"] - wall.value if i else np.nan,
@@ -814,7 +864,7 @@ def read_fixes(fixes, original_ms, source):
     text = (f"In chapter 9's comparison ({source}), a generation of *{fixes.index[0]}* was "
             f"{words(start['verdict against the original'], start['x the original'], 'the original')}, at "
             f"{start['wall ms per decoded token']:.2f} wall ms per decoded token against the original's "
-            f"{original_ms:.2f} ({added:+.2f} ms). ")
+            f"{original_ms:.2f} ({added:+.2f} wall ms). ")
     parts = []
     for name, r in fixes.iloc[1:].iterrows():
         v = r["verdict against the step before"]
@@ -837,6 +887,14 @@ def read_fixes(fixes, original_ms, source):
              + ("; the staircase ends below the original's wall ms per decoded token, so the shares add up to "
                 "more than 100%."
                 if last["wall ms per decoded token"] < original_ms else "."))
+    net = start["wall ms per decoded token"] - last["wall ms per decoded token"]
+    shared = any(v.endswith("faster") and won > 0 for v, won in
+                 zip(fixes["verdict against the step before"].iloc[1:], fixes[WON].iloc[1:]))
+    text += "" if not shared else (f" The shares here are of what the all-custom model added over the original ({added:.2f} wall ms); "
+             f"chapter 9 states each fix's share of another total, the staircase's net saving from the all-custom "
+             f"model to the last step ({net:.2f} wall ms), so the same fix has "
+             + ("a smaller share there." if net > added else "a larger share there." if net < added else
+                "the same share there."))
     if helpers.MODE == "cpu" and source == YOURS:
         text += " CPU mode: interpreter times on a tiny model (and no CUDA graph), a check of the method only."
     return text
@@ -954,6 +1012,10 @@ if (g := have("add.ratio", "matmul.torch_ms", "matmul.triton_ms", "matmul.max_er
     text = (f"**{title}** In {clock}, the Triton add came out {against(add_words, add.value, 'torch.add')} and "
             f"the tiled matmul {against(mm_words, mm, 'PyTorch (cuBLAS on a GPU)')}, with a max error of "
             f"{err.value:.3g} (recorded by chapters 2 and 4, {s}).")
+    if err.value == 0:
+        text += (" An error of exactly 0 is not a check that failed to look: both accumulate in float32 and round the "
+                 "result to the output's precision, and at this shape the two orders of additions rounded to the same "
+                 "numbers, bit for bit; at other shapes they can differ in the last bit (chapter 6).")
     if (h := have("add.host_ratio")) and h[1] == s:
         (host,), _ = h
         host_words = words(host, "add.host_ratio")
@@ -1016,18 +1078,62 @@ if (g := have("attention.sdpa_ms", "attention.slow_ms", "attention.slow_launches
     w = helpers.verdict(r).text
     cite(n, "attention: per-head loop / SDPA, blog's shape", r, f"x ({clock})", w, s)
     cite(n, "attention: per-head loop, launches per call", launches.value, "launches", "", s)
-    title = ("Launch count is a price list." if w.endswith("slower") else "Launch count did not set the price here.")
-    text = (f"**{title}** A Python loop over heads, {launches.value:.0f} launches per call, made attention "
-            f"{against(w, r, 'SDPA')} in {clock} (recorded by chapter 5, {s}).")
+    cite(n, "attention: per-head loop, GPU time per kernel", 1e3 * slow.value / launches.value, f"µs ({clock})", "", s)
+    per_kernel_us = 1e3 * slow.value / launches.value  # GPU time per kernel of the loop
+    replayed = (", where a CUDA graph replays the launches and the host's price is gone" if clock == "GPU time" else
+                " (CPU mode: the interpreter's time, which says nothing about a GPU)")
+    host = have("attention.host_slow_ms", "attention.host_sdpa_ms")
+    if host and host[1] == s:  # the launch price proper is on the host's clock
+        (h_slow, h_sdpa), _ = host
+        hr = h_slow.value / h_sdpa.value
+        hw = helpers.verdict(hr).text
+        cite(n, "attention: per-head loop / SDPA, host time per call", hr, "x (host clock)", hw, s)
+        title = ("Launch count is a price list." if hw.endswith("slower") else
+                 "Launch count did not set the price here.")
+        text = (f"**{title}** A Python loop over heads, {launches.value:.0f} launches per call, made attention "
+                f"{against(hw, hr, 'SDPA')} on the host's clock ({h_slow.value:.3f} against {h_sdpa.value:.4f} ms per "
+                f"call), the clock that pays for launches. In {clock}{replayed}, it was still "
+                f"{against(w, r, 'SDPA')}: about {per_kernel_us:.1f} µs of {clock} per kernel, the time each small "
+                f"kernel takes to start, run and finish, whatever its work (recorded by chapter 5, {s}).")
+    else:
+        title = ("Many small kernels cost the GPU too." if w.endswith("slower") else
+                 "Launch count did not set the price here.")
+        text = (f"**{title}** A Python loop over heads, {launches.value:.0f} launches per call, made attention "
+                f"{against(w, r, 'SDPA')} in {clock}{replayed}: about {per_kernel_us:.1f} µs of {clock} per "
+                f"kernel, the cost of starting and finishing each small kernel (recorded by chapter 5, {s}; no "
+                "host-clock times recorded there).")
     text += swapped_in("attention.slowdown", "the per-head loop", n, s)
     lessons.append(text)
+
+def chapter9_predictions():
+    """Chapter 9's own launch-budget predictions (its steps after the two it fitted on), from the source that
+    recorded its staircase: a DataFrame of step, predicted and measured wall ms per decoded token, error %."""
+    if not chapter9:
+        return None
+    table_ = SOURCES[source9]
+    rows = []
+    for name in STEP_NAMES[1:]:  # the first step (all custom) is one of the two configurations chapter 9 fits on
+        pred, wall = (recorded(table_, f"{FIXES}.{step_tag(name)}.{k}") for k in
+                      ("predicted_wall_ms_per_token", "wall_ms_per_token"))
+        if pred and wall:
+            graph = helpers.STAIRCASE[name].get("decoder") == "graph"
+            rows.append({"step": name, "predicted": pred.value, "measured": wall.value,
+                         "error %": 100 * (pred.value / wall.value - 1),
+                         "how": "GPU-busy time (graph)" if graph else "launch budget"})
+    return pd.DataFrame(rows) if rows else None
+
 
 if budget is not None:
     n = len(lessons) + 1
     cite(n, "launch-budget model: configurations predicted within 20%", len(hits), f"of {len(judged)}", "", YOURS)
+    ch9 = chapter9_predictions()
+    ch9_misses = ch9[ch9["error %"].abs() > 100 * BAR] if ch9 is not None else None
+    if ch9 is not None:
+        cite(n, "chapter 9: steps predicted within 20%", len(ch9) - len(ch9_misses), f"of {len(ch9)}", "", source9)
     cite(n, "host µs per PyTorch launch (fitted)", launch_budget.torch_us, "µs", "", YOURS)
     cite(n, "host µs per launch of ours (fitted)", launch_budget.ours_us, "µs", "", YOURS)
-    title = ("A token's time is a launch budget." if len(hits) == len(judged) else
+    all_held = len(hits) == len(judged) and (ch9_misses is None or not len(ch9_misses))
+    title = ("A token's time is a launch budget." if all_held else
              "A launch budget predicts some configurations, not all." if len(hits) else
              "Launches alone did not predict a token's time here.")
     text = (f"**{title}** With two prices fitted on {' and '.join(FITTED)} ({launch_budget.torch_us:.1f} µs per "
@@ -1037,7 +1143,20 @@ if budget is not None:
     if len(misses):
         text += "; it missed " + ", ".join(f"*{r['configuration']}* ({r['error %']:+.1f}%)"
                                            for r in misses.to_dict("records"))
-    lessons.append(text + ".")
+    text += "."
+    if ch9 is not None:
+        text += (f" Chapter 9 priced its own steps the same way, with prices fitted on its own run ({source9}): "
+                 f"{len(ch9) - len(ch9_misses)} of its {len(ch9)} predictions held within {100 * BAR:.0f}%")
+        if len(ch9_misses):
+            text += ("; missed: " + ", ".join(f"*{r['step']}* ({r['error %']:+.0f}%, {r['how']})"
+                                              for r in ch9_misses.to_dict("records"))
+                     + ". Its fixes change what kind of work a launch does (a matrix-vector kernel in place of a "
+                     "tiled matmul, fused kernels): where a fix cuts GPU work that ran while the host was still "
+                     "launching, `host + GPU` counts a saving the token never waited for; chapter 9 sets the GPU-busy "
+                     "ms saved beside the wall ms saved for each miss. The budget is a first estimate of where the "
+                     "time goes, not a law")
+        text += "."
+    lessons.append(text)
 
 context_reading = None
 for s, table_ in SOURCES.items():
@@ -1055,7 +1174,7 @@ if context_reading:
     n = len(lessons) + 1
     helpers.show(pd.DataFrame([{"source": s, "median at each prompt length": trend.points,
                                 "last / first": round(trend.change.median, 3),
-                                "quartile bounds": f"{trend.change.low:.2f}-{trend.change.high:.2f}",
+                                "quartile bounds": f"{trend.change.low:.3g}-{trend.change.high:.3g}",
                                 "noise threshold": f"{100 * trend.verdict.noise:.0f}%",
                                 "verdict (last / first)": trend.verdict.text, "reading": trend.word}]))
     for L, r in ratios.items():
@@ -1126,8 +1245,9 @@ if not chapter9:
 #    GPU, the launch budget's prediction of it is in the table above).
 # 2. **Stop paying for launches at all.** Capturing a whole decode step as a CUDA graph (PyTorch's
 #    `torch.compile` with a static KV cache does this) replays every kernel with one launch. What is left
-#    is at least the GPU-busy time per token. Better kernels can then shrink the GPU-busy time itself, down
-#    to chapter 1's weight-read floor: the time it takes just to read every weight once.
+#    is at least the GPU-busy time per token: a floor here, which chapter 9 measured (read below when its
+#    results are present). Better kernels can then shrink the GPU-busy time itself, down to chapter 1's
+#    weight-read floor: the time it takes just to read every weight once.
 
 # %%
 if comparison is not None:
@@ -1160,7 +1280,7 @@ if comparison is not None:
             f"{o.wall_ms_per_token:.2f}"
             + ("" if helpers.HAS_GPU else " (CPU mode: our launches only, interpreter time)")
             + f". Round by round, whole generations of *{FULL_NAME}* took {step.median:.2f}x "
-            f"the time of *{ALL_PROJ}*'s (quartiles {step.low:.2f}-{step.high:.2f}): "
+            f"the time of *{ALL_PROJ}*'s (quartiles {step.low:.3g}-{step.high:.3g}): "
             + (f"{step_v.text}." if step_v.real else f"within noise ({step_v.reason})."))
     if budget is not None:
         b = budget.set_index("configuration").loc[ALL_PROJ]
@@ -1179,6 +1299,15 @@ if comparison is not None:
                         "kernel quality first."))
     else:
         lines.append("- **Stop paying for launches**: priced with GPU-busy times, which only a GPU run has.")
+    original_graph = next(n for n, kw in helpers.BESIDE_STAIRCASE.items() if kw == {"decoder": "graph"})
+    graph_runs = {label: have(*(f"{FIXES}.{step_tag(name)}.{k}" for k in ("wall_ms_per_token", "gpu_busy_ms_per_token")))
+                  for label, name in (("the original", original_graph), ("the fast model", STEP_NAMES[-1]))}
+    measured_graphs = [f"{label} replayed from a CUDA graph took {g[0][0].value:.2f} wall ms per decoded token against "
+                       f"its {g[0][1].value:.2f} GPU-busy ms, {g[0][0].value / g[0][1].value:.2f}x ({g[1]})"
+                       for label, g in graph_runs.items() if g]
+    if measured_graphs:
+        lines.append("- **Chapter 9 measured that floor**: " + "; ".join(measured_graphs) + ". What a graph step "
+                     "costs above its GPU-busy time is the host's part that one graph launch per token still leaves.")
     helpers.md("\n".join(lines))
 else:
     helpers.md("`REMEASURE = False`: the road ahead reads this chapter's comparison, which was skipped.")
@@ -1188,11 +1317,14 @@ else:
 #
 # For reference, everything in your results file, the committed H200 file and the blog's numbers, by id
 # (this chapter's own measurements and the run times of each notebook, when the series was run by its
-# script, included).
+# script, included). A run time is written by the series' script after its notebook ends, so each
+# `runtime.*` row is from the last run that finished that chapter; this chapter's own run time is left
+# out, since the value in the file is always the previous run's, never this one's.
 
 # %%
+OWN_RUNTIME = "runtime.08_lessons_s"  # written by tools/run_series.py after this notebook has ended
 every = helpers.compare()
-every = every[~every["id"].str.contains("{", regex=False)]
+every = every[~every["id"].str.contains("{", regex=False) & (every["id"] != OWN_RUNTIME)]
 helpers.show(readable(every.assign(yours=every["yours"].astype(float), h200=every["h200"].astype(float)),
                       ["yours", "h200"]))  # the catalogue's pattern rows are not results
 
@@ -1212,3 +1344,44 @@ helpers.show(readable(every.assign(yours=every["yours"].astype(float), h200=ever
 # That is the series. The kernels are in `kernels/`, the measurements in `helpers.py`, and every number
 # above can be re-made by running the chapters in the series' order (`tools/run_series.py`: chapter 9
 # before this one, so that this summary finds every other chapter's results).
+
+# %% [markdown]
+# ## Try it yourself
+#
+# Two small experiments with the launch budget, on kernels at the decode shape (one row of
+# `SIZES.rmsnorm_hidden`, in CPU mode the tiny model's), timed by `helpers.compare_calls` against a reference in
+# shuffled rounds, the reference against itself giving the noise floor. The clock is GPU time (CUDA-graph
+# replay) on a GPU, interpreter wall time in CPU mode. A graph replay takes the host's price per launch away,
+# so what is left per kernel is what the GPU itself needs to start, run and finish one: lesson 4 priced it
+# from the attention loop. Guess first, set `answer`, then run the cell.
+#
+# **1. Double the launches of a decode step's norms.** Qwen3-0.6B runs two RMSNorms per layer, one row each
+# while decoding. Here they run as the fused kernel (one launch each) and as the two-pass kernel (two launches
+# each, the input read twice), one per layer of the model. Use the budget: the work is a few kilobytes per
+# norm, the launches double. Faster, slower or the same?
+
+# %%
+HIDDEN = SIZES.rmsnorm_hidden
+LAYERS = (helpers.QWEN3_0_6B if helpers.HAS_GPU else helpers.TINY_QWEN3)["num_hidden_layers"]  # the model's layers
+norm_in = torch.randn(SIZES.rmsnorm_decode_rows, HIDDEN, device=helpers.DEVICE, dtype=helpers.DTYPE)
+norm_w = torch.randn(HIDDEN, device=helpers.DEVICE, dtype=helpers.DTYPE)
+answer = None  # your guess: "faster", "slower" or "same"
+cmp = helpers.compare_calls({"two-pass": lambda: [kernels.rmsnorm_two_pass(norm_in, norm_w) for _ in range(2 * LAYERS)]},
+                            reference=lambda: [kernels.rmsnorm_fused(norm_in, norm_w) for _ in range(2 * LAYERS)])
+result = helpers.check_answer(answer, cmp.ratios["two-pass"], cmp.floor,
+                     change=f"{2 * LAYERS} decode-shaped RMSNorms in two launches each instead of one", clock=cmp.clock)
+
+# %% [markdown]
+# **2. Same launches, sixteen times the bytes.** The budget prices a launch, not the bytes behind it. Our add
+# at `SIZES.add_sweep[0]` elements against the same add at sixteen times as many (`SIZES.add_sweep[2]`): one
+# launch each, both small next to what the GPU moves in a microsecond. Faster, slower or the same?
+
+# %%
+n_small, n_large = SIZES.add_sweep[0], SIZES.add_sweep[2]
+xs, ys = (torch.randn(n_small, device=helpers.DEVICE, dtype=helpers.DTYPE) for _ in range(2))
+xl, yl = (torch.randn(n_large, device=helpers.DEVICE, dtype=helpers.DTYPE) for _ in range(2))
+answer = None  # your guess: "faster", "slower" or "same"
+cmp = helpers.compare_calls({f"{n_large:,} elements": lambda: kernels.add(xl, yl)},
+                            reference=lambda: kernels.add(xs, ys))
+result = helpers.check_answer(answer, cmp.ratios[f"{n_large:,} elements"], cmp.floor,
+                     change=f"our add on {n_large:,} elements instead of {n_small:,} (one launch each)", clock=cmp.clock)

@@ -19,6 +19,9 @@
 #   projections, q/k norm + RoPE) cut the launches per token, and how a CUDA graph cuts the host's
 #   launches to one per token;
 # - how well chapter 8's launch budget predicts each step from its launch counts alone;
+# - what one decode step looks like on a timeline, eager against replayed from a graph, and why the graph's
+#   step holds more kernels than the eager one;
+# - where the fast kernels sit on a roofline beside the slow kernels of chapters 2 to 5;
 # - whether the fast model beats the original eager model, and transformers' own compiled generation;
 # - what a reader with a T4 should expect, as an estimate built from this run's ratios and the T4's floor.
 
@@ -73,15 +76,19 @@ colab_setup.prepare()
 import inspect
 import re
 import textwrap
+import warnings
+from collections import Counter
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import torch
 from matplotlib.patches import Patch
+from transformers import DynamicCache, StaticCache
 
 import helpers
 import kernels
+from kernels.gemv import INTERPRETER_MIN_PROGRAMS, MIN_PROGRAMS
 
 helpers.show_env()
 SIZES = helpers.SIZES
@@ -240,16 +247,49 @@ def split_margin(first: int):
     return (top[0] - top[1]).item(), (at_original - at_fast).abs().max().item()
 
 
-def read_agreement(first: int, first_graph: int, n: int, chapter6, margin) -> str:
+def graph_split_margin(first_graph: int):
+    """At the graph decoder's first split from the eager fast model: (the eager fast model's top-2 margin, the
+    largest |eager step - static-cache step| logit), both decoders fed the same tokens (the eager fast model's
+    prompt and generated tokens before the split), one decode step at a time; None when they never split.
+
+    The graph replays the static-cache step it captured, the same kernels on the same tensors, so the step run
+    eagerly over a static cache computes the graph's logits; the eager fast model's step reads a growing
+    (dynamic) cache, as generate() does."""
+    if first_graph < 0:
+        return None
+    tokens = torch.cat([prompt, ids_fast[:first_graph].to(prompt.device)[None]], dim=1)
+    p = prompt.shape[1]
+    with torch.no_grad(), helpers.patched(model, **helpers.ALL_FAST):
+        dynamic = DynamicCache(config=model.config)
+        static = StaticCache(config=model.config, max_cache_len=p + N)
+        at_eager = model(prompt, past_key_values=dynamic, use_cache=True).logits[0, -1].float()
+        at_static = model(prompt, past_key_values=static, use_cache=True).logits[0, -1].float()
+        for pos in range(p, tokens.shape[1]):  # token pos predicts generated token pos - p + 1
+            step = tokens[:, pos:pos + 1]
+            at_eager = model(step, past_key_values=dynamic, use_cache=True).logits[0, -1].float()
+            at_static = model(input_ids=step, position_ids=torch.full_like(step, pos), past_key_values=static,
+                              use_cache=True).logits[0, -1].float()
+    top = at_eager.topk(2).values
+    return (top[0] - top[1]).item(), (at_eager - at_static).abs().max().item()
+
+
+def read_agreement(first: int, first_graph: int, n: int, chapter6, margin, graph_margin) -> str:
     """The token checks in words: where the fast model's greedy text leaves the original's (and whether a near-tie
-    explains it: ``margin`` from ``split_margin``), and whether the graph decoder reproduces the eager fast model.
-    ``chapter6``: chapter 6's recorded first divergence, or None."""
+    explains it: ``margin`` from ``split_margin``), and whether the graph decoder reproduces the eager fast model
+    (``graph_margin`` from ``graph_split_margin``). ``chapter6``: the first divergence of chapter 6 in your results
+    file when this chapter ran, or None."""
     if first < 0:
         text = f"The fast model's {n} greedy tokens are the original's, every one. "
     else:
         top2, gap = margin
-        text = f"The fast model's greedy tokens follow the original's for {first} tokens and first differ at generated token {first}. "
-        if top2 <= 2 * gap:
+        text = (f"The fast model's greedy tokens follow the original's up to generated token {first}, where they "
+                "first differ. " if first else "The fast model's greedy tokens differ from the original's from the "
+                "first generated token on. ")
+        if top2 == 0:
+            text += (f"There the original's top-2 margin was exactly 0: a tie in the original itself, which its argmax "
+                     f"breaks by taking the lower token id, and the models' logits differed by up to {gap:.3g}, enough "
+                     "to break the tie the other way (chapter 6 showed the same kind of flip). ")
+        elif top2 <= 2 * gap:
             text += (f"There the original's top-2 margin was {top2:.3g} and the models' logits differed by up to {gap:.3g}, "
                      f"so the fast model's could close that margin by up to {2 * gap:.3g}: a near-tie, flipped by "
                      "the fused kernels adding in another order than PyTorch's (chapter 6 showed the same). ")
@@ -258,7 +298,8 @@ def read_agreement(first: int, first_graph: int, n: int, chapter6, margin) -> st
                      f"largest logit difference between the models ({2 * gap:.3g}) on the same prefix read at once, so "
                      "the fast model's decode path computes something else. ")
     if chapter6 is not None:
-        text += ("Chapter 6's all-custom model, on this machine, " +
+        text += ("Chapter 6's all-custom model, as your results file held it when this chapter ran (the file keeps "
+                 "the latest value of each result, which can come from an earlier run of the series than this one), " +
                  (f"first differed at token {chapter6:.0f}. " if chapter6 >= 0 else "never differed. "))
     if first_graph < 0:
         text += (f"The graph decoder generated exactly the eager fast model's {n} tokens"
@@ -266,11 +307,19 @@ def read_agreement(first: int, first_graph: int, n: int, chapter6, margin) -> st
                     if helpers.HAS_GPU else " (in CPU mode its step runs eagerly, with a static cache)."))
     else:
         text += f"The graph decoder left the eager fast model's tokens at generated token {first_graph}. "
-        text += ("Token 0 comes from the same eager prefill in both, so a difference there is a bug, not rounding."
-                 if first_graph == 0 else
-                 "Both ran the same prefill; from then on the graph's static cache is longer than the text, so the "
-                 "decode attention splits the keys differently from the eager run's growing cache: another order "
-                 "of additions, where a near-tie can flip.")
+        if first_graph == 0:
+            text += "Token 0 comes from the same eager prefill in both, so a difference there is a bug, not rounding."
+        else:
+            top2, gap = graph_margin
+            text += ("Both ran the same prefill; from then on the graph's static cache is longer than the text, so the "
+                     "decode attention splits the keys differently from the eager run's growing cache: another order "
+                     f"of additions. Fed the same tokens, one step at a time, the eager fast model's top-2 margin at "
+                     f"that token was {top2:.3g} and its logits differed from the static-cache step's by up to "
+                     f"{gap:.3g}: ")
+            text += (f"a margin of at most twice that difference ({2 * gap:.3g}), so a near-tie, flipped by rounding."
+                     if top2 <= 2 * gap else
+                     f"**that is not rounding**: the margin is wider than twice the difference ({2 * gap:.3g}), so the "
+                     "graph's step computes something else than the eager step.")
     return text
 
 
@@ -280,8 +329,12 @@ margin = split_margin(first)
 if margin is not None:
     print(f"at the split: original's top-2 margin {margin[0]:.3g}; largest logit difference between the models "
           f"{margin[1]:.3g} (a flip needs margin <= 2 x difference)")
+graph_margin = graph_split_margin(first_graph) if first_graph > 0 else None
+if graph_margin is not None:
+    print(f"at the graph split: eager fast model's top-2 margin {graph_margin[0]:.3g}; largest logit difference, "
+          f"eager step against static-cache step, {graph_margin[1]:.3g}")
 helpers.md(read_agreement(first, first_graph, N, float(chapter6_rows["value"].iloc[0]) if len(chapter6_rows) else None,
-                          margin))
+                          margin, graph_margin))
 
 # %% [markdown]
 # ## Measure every step in the same rounds
@@ -301,7 +354,11 @@ helpers.md(read_agreement(first, first_graph, N, float(chapter6_rows["value"].il
 # ratios, with its verdict against the A/A floor (`helpers.verdict`).
 
 # %%
-comparison = helpers.compare_configs(model, CONFIGS, tokenizer=tokenizer, profile=True)
+with warnings.catch_warnings():
+    # transformers' compiled path: inductor warns that float32 matmuls could use TF32 tensor cores. The model runs
+    # in float16, so the precision of float32 matmuls is not ours to change here: we leave it, and the warning out.
+    warnings.filterwarnings("ignore", message="TensorFloat32 tensor cores", category=UserWarning)
+    comparison = helpers.compare_configs(model, CONFIGS, tokenizer=tokenizer, profile=True)
 profiles = {name: comparison.profile(name) for name in comparison.counts}
 floor = comparison.floor
 print(f"{len(comparison.orders)} shuffled rounds, prompt {comparison.prompt_len} tokens, "
@@ -401,8 +458,8 @@ for name in STEPS:
     if name in vs_before:
         row.update(ratio_cells(vs_before[name], vs_before_verdict[name], "x the step before"))
     else:
-        row.update({"x the step before": np.nan, "x the step before quartiles": "",
-                    "x the step before verdict": "(the start)"})
+        row.update({"x the step before": "(the start)", "x the step before quartiles": "-",
+                    "x the step before verdict": "-"})
     row.update(ratio_cells(comparison.ratios[name], comparison.verdict(name), "x the original"))
     rows.append(row)
 staircase = pd.DataFrame(rows).set_index("step")
@@ -416,8 +473,9 @@ print("ratios: time per generation (prefill included), median of per-round ratio
 # The original as `generate()` runs it, the original with the CUDA-graph step alone, transformers' compiled
 # static-cache generation (GPU only), and the weight-read floor: the model's bytes over your GPU's nominal
 # bandwidth (`helpers.NOMINAL_GB_S`), the time it takes just to read every weight once per token. The floor
-# is per decoded token, so the column that sets everything beside it is "decoded tokens/s" = 1000 / wall ms
-# per decoded token (prefill excluded).
+# is a bound computed from bytes and a data sheet, not a time on any clock, so it has its own column; the
+# column that sets everything beside it is "decoded tokens/s" = 1000 / (ms per decoded token): wall ms for
+# the measured lines (prefill excluded), the floor's ms for the floor.
 
 # %%
 reference = helpers.bandwidth(model, comparison.tokens_per_s[ORIGINAL])
@@ -428,16 +486,22 @@ for name in [ORIGINAL, ORIGINAL_GRAPH, *([COMPILED] if COMPILED else [])]:
            "wall ms per decoded token": wall[name], "decoded tokens/s": 1e3 / wall[name],
            "kernels per token": profiles[name].launches,
            "GPU-busy ms per token": helpers.fmt(profiles[name].gpu_busy_ms_per_token)}
+    row["floor ms per decoded token (bytes / bandwidth)"] = "-"
     if name != ORIGINAL:
         row.update(ratio_cells(comparison.ratios[name], comparison.verdict(name), "x the original"))
+    else:
+        row.update({"x the original": "(reference)", "x the original quartiles": "-", "x the original verdict": "-"})
     beside_rows.append(row)
 beside_rows.append({"line": f"weight-read floor ({helpers.SLUG})",
                     "decodes with": (f"{reference['model_bytes'] / 1e9:.3f} GB / {reference['nominal_gb_s']} GB/s"
                                      if FLOOR_MS else f"n/a: {reference['note']}"),
-                    "wall ms per decoded token": FLOOR_MS if FLOOR_MS else np.nan,
-                    "decoded tokens/s": 1e3 / FLOOR_MS if FLOOR_MS else np.nan})
+                    "tokens/s (median)": "-", "wall ms per decoded token": "- (a bound, not a time)",
+                    "floor ms per decoded token (bytes / bandwidth)": FLOOR_MS if FLOOR_MS else "n/a",
+                    "decoded tokens/s": 1e3 / FLOOR_MS if FLOOR_MS else "n/a", "kernels per token": "-",
+                    "GPU-busy ms per token": "-", "x the original": "-", "x the original quartiles": "-",
+                    "x the original verdict": "-"})
 beside = pd.DataFrame(beside_rows).set_index("line")
-helpers.show(beside.round(3))
+helpers.show(beside.map(lambda v: round(v, 3) if isinstance(v, float) else v))
 if COMPILED is None:
     helpers.md("CPU mode: transformers' compiled path needs a GPU (it compiles the decode step with CUDA graphs), "
                "and the floor needs a memory bandwidth, so both lines are left out here.")
@@ -447,10 +511,24 @@ if COMPILED is None:
 #
 # Each prediction beside the measured wall ms per decoded token, and how far off it was; a prediction
 # holds within `helpers.PREDICTION_BAR` of the measurement. The columns on the right price the fix itself:
-# the launches it removed from the step before, and the wall ms per token it was predicted to save and did.
+# the launches the host no longer makes (one per token for a graph step, however many kernels the graph
+# holds), the wall ms per token it was predicted to save and did, and the GPU-busy ms per token it saved.
 
 # %%
 BAR = helpers.PREDICTION_BAR
+
+
+def host_launches(name: str) -> float:
+    """What the host itself launches per decoded token: every kernel one by one, or one graph."""
+    return 1 if graphed(name) else profiles[name].launches
+
+
+def gpu_saved(before: str, name: str):
+    """GPU-busy ms per decoded token saved from ``before`` to ``name``; "n/a (CPU)" without a GPU profile."""
+    a, b = profiles[before].gpu_busy_ms_per_token, profiles[name].gpu_busy_ms_per_token
+    return a - b if a is not None and b is not None else "n/a (CPU)"
+
+
 judged_rows = []
 for name in PREDICTED:
     before = steps_before.get(name)
@@ -461,11 +539,12 @@ for name in PREDICTED:
         "measured wall ms per token": wall[name], "error %": err_pct,
         f"within {100 * BAR:.0f}%": ("(fitted)" if r == "fitted" else "(base)" if r.startswith("base") else
                                      "yes" if abs(err_pct) <= 100 * BAR else "no"),
-        "launches removed": profiles[before].launches - profiles[name].launches if before else np.nan,
-        "predicted ms saved": predictions[before] - predictions[name] if before else np.nan,
-        "measured ms saved": wall[before] - wall[name] if before else np.nan})
+        "host launches removed": host_launches(before) - host_launches(name) if before else "-",
+        "predicted ms saved (wall; GPU-busy for a graph)": predictions[before] - predictions[name] if before else "-",
+        "measured wall ms saved": wall[before] - wall[name] if before else "-",
+        "GPU-busy ms saved": gpu_saved(before, name) if before else "-"})
 judged = pd.DataFrame(judged_rows).set_index("configuration")
-helpers.show(judged.round(2))
+helpers.show(judged.map(lambda v: round(v, 2) if isinstance(v, float) else v))
 
 
 def read_predictions(judged: pd.DataFrame, source: str) -> str:
@@ -478,6 +557,24 @@ def read_predictions(judged: pd.DataFrame, source: str) -> str:
     text += (": " + ", ".join(f"*{n}* ({e:+.0f}%)" for n, e in hits["error %"].items()) if len(hits) else "")
     text += ("; missed: " + ", ".join(f"*{n}* ({e:+.0f}%)" for n, e in misses["error %"].items()) if len(misses)
              else "") + "."
+    explained = []
+    for n in misses.index:
+        before = steps_before.get(n)
+        busy = judged.loc[n, "GPU-busy ms saved"]
+        if before is None or graphed(n) or not isinstance(busy, float):
+            continue
+        walled, removed = judged.loc[n, "measured wall ms saved"], judged.loc[n, "host launches removed"]
+        part = (f"*{n}* saved {busy:.2f} GPU-busy ms per token against *{before}*, with {removed:.0f} host launches "
+                f"removed, and {walled:.2f} wall ms")
+        if busy > 0 and walled < busy / 2:
+            part += (" (less than half of it: the GPU's work had been running while the host was still launching, "
+                     "hidden behind it, so removing that work shortened the token little; `host + GPU` adds it as "
+                     "if the token waited for it)")
+        elif walled > busy:
+            part += " (more than its GPU time: the host's own work per launch fell too, which two average prices do not see)"
+        explained.append(part)
+    if explained:
+        text += " Where the misses come from: " + "; ".join(explained) + "."
     fitted = judged[judged["role"] != "predicted"]
     if len(fitted):
         text += (" Not judged: " + ", ".join(f"*{n}* ({r})" for n, r in fitted["role"].items())
@@ -507,12 +604,14 @@ fig, ax = plt.subplots(figsize=(9.5, 5))
 x = np.arange(len(STEPS))
 rates = [1e3 / wall[n] for n in STEPS]
 colors = ["tab:purple" if graphed(n) else "tab:blue" for n in STEPS]
-ax.bar(x, rates, color=colors, width=0.6)
-for i, name in enumerate(STEPS):
-    words = (vs_before_verdict[name].text if name in vs_before_verdict else "the start")
-    ax.annotate(f"{rates[i]:.3g}\n{words}", (x[i], rates[i]), xytext=(0, 3), textcoords="offset points",
-                ha="center", va="bottom", fontsize=7,
-                bbox=dict(facecolor="white", edgecolor="none", alpha=0.8, pad=0.5))
+ax.bar(x, rates, color=colors, width=0.6, zorder=2)
+
+
+def plain(y: float) -> str:
+    """A rate as a reader writes it: 4,031 or 43 or 9.1, never 4.03e+03."""
+    return f"{y:,.0f}" if y >= 10 else f"{y:.2g}"
+
+
 lines = [(f"{ORIGINAL} (eager)", 1e3 / wall[ORIGINAL], "black", "-"),
          (ORIGINAL_GRAPH + ("" if helpers.HAS_GPU else " (step run eagerly)"), 1e3 / wall[ORIGINAL_GRAPH], "gray", "--")]
 if COMPILED:
@@ -520,10 +619,16 @@ if COMPILED:
 if FLOOR_MS:
     lines.append((f"weight-read floor ({helpers.SLUG}, {reference['nominal_gb_s']} GB/s)", 1e3 / FLOOR_MS, "tab:red", ":"))
 for label, y, color, style in lines:
-    ax.axhline(y, color=color, linestyle=style, linewidth=1.2, label=f"{label}: {y:.3g}")
+    ax.axhline(y, color=color, linestyle=style, linewidth=1.2, label=f"{label}: {plain(y)}", zorder=1)
 ax.set_yscale("log")
 values = rates + [y for _, y, _, _ in lines]
-ax.set_ylim(min(values) / 1.5, max(values) * 3)
+bottom = min(values) / 4  # room under the lowest bar and line for the labels
+ax.set_ylim(bottom, max(values) * 3)
+for i, name in enumerate(STEPS):  # at the foot of each bar, below every line, so no line runs through a label
+    words = (vs_before_verdict[name].text if name in vs_before_verdict else "the start")
+    ax.annotate(f"{plain(rates[i])}\n{words}", (x[i], bottom), xytext=(0, 3), textcoords="offset points",
+                ha="center", va="bottom", fontsize=7, zorder=3,
+                bbox=dict(facecolor="white", edgecolor="none", alpha=0.9, pad=0.5))
 helpers.plain_log_ticks(ax, "y")
 ax.set_xticks(x, [textwrap.fill(n, 16) for n in STEPS], fontsize=8)
 ax.set_ylabel("decoded tokens/s (1000 / wall ms per decoded token)")
@@ -555,7 +660,7 @@ ax.set_yticks(y, STEPS, fontsize=8)
 ax.invert_yaxis()
 ax.set_xlabel("kernels per decoded token (every CUDA kernel, torch.profiler)" if helpers.HAS_GPU else
               "our Triton launches per decoded token (CPU mode)")
-ax.set_title("Launches per token")
+ax.set_title("Kernels per token (the host launches them, or one graph)")
 ax.legend(fontsize=8, loc="lower right")
 if helpers.HAS_GPU:
     ax = axes[0, 1]
@@ -597,6 +702,8 @@ def read_fix(name: str, before: str, total_ms: float) -> str:
              f"within noise of *{before}* per generation ({r.median:.2f}x its time; {v.reason})")
     text += (f". Per decoded token: {wall[before]:.2f} -> {wall[name]:.2f} wall ms, {q.launches:.0f} -> "
              f"{p.launches:.0f} kernels" + (" (one graph launch by the host)" if graphed(name) else ""))
+    if graphed(name) and p.launches > q.launches:
+        text += " (more kernels, not fewer: the timeline section below counts which ones the graph's step adds)"
     if p.gpu_busy_ms_per_token is not None:
         text += f", {q.gpu_busy_ms_per_token:.2f} -> {p.gpu_busy_ms_per_token:.2f} GPU-busy ms"
     faster = v.real and v.text.endswith("faster")
@@ -612,6 +719,186 @@ total_ms = wall[START] - wall[STEPS[-1]]
 helpers.md(f"From *{START}* to *{STEPS[-1]}*, the staircase's net saving: {wall[START]:.2f} -> {wall[STEPS[-1]]:.2f} "
            f"wall ms per decoded token ({total_ms:+.2f} ms saved).\n\n"
            + "\n".join(read_fix(name, before, total_ms) for name, before in steps_before.items()))
+
+# %% [markdown]
+# ## One decode step on a timeline: where the gaps go
+#
+# The numbers above say that a graph removes the host from the step. Here is the picture: one decode step of
+# the fast model traced by `torch.profiler` (`helpers.step_timeline`), the host's launch calls above and the
+# GPU's kernels below on one time axis, once as `generate()` runs it (eager, a launch per kernel) and once
+# replayed from the CUDA graph. In the eager step every kernel waits for the host to launch it, and the GPU
+# sits idle in the gaps between; the replay hands the GPU the whole step at once. (Chapter 6 draws the same
+# picture for the original and the all-custom model.)
+
+# %%
+if helpers.HAS_GPU:
+    with helpers.patched(model, **helpers.ALL_FAST):  # the fast model, as the staircase's last two steps run it
+        timelines = {f"{FAST}, eager": helpers.step_timeline(model, prompt, decoder="generate"),
+                     f"{FAST_GRAPH}, graph replay": helpers.step_timeline(model, prompt, decoder="graph")}
+    helpers.plot_timelines(timelines, name="faster_timeline")
+    plt.show()
+    summaries = pd.DataFrame({label: helpers.timeline_summary(df) for label, df in timelines.items()}).T
+    helpers.show(summaries)
+else:
+    timelines = None
+    helpers.md("CPU mode: the timeline needs a GPU (there is no GPU lane to trace in the interpreter), so it is left "
+               "out here.")
+
+# %%
+def kernel_kind(name: str) -> str:
+    """A kernel's name without its namespaces and template arguments: 'index_copy_kernel', 'gemv_kernel'."""
+    name = re.sub(r"^void\s+", "", name.replace("(anonymous namespace)::", ""))
+    return re.split(r"[<(\s]", name)[0].split("::")[-1][:60] or name[:60]
+
+
+def read_timelines(timelines: dict) -> str:
+    """The two timelines in words: the GPU's idle share, the step's span, and which kernels the graph adds."""
+    (eager_label, eager), (graph_label, graph) = timelines.items()
+    e, g = helpers.timeline_summary(eager), helpers.timeline_summary(graph)
+    text = (f"In the eager step the host made {e['host launches']} launch calls for {e['GPU kernels']} kernels, and the "
+            f"GPU was idle for {100 * e['GPU idle fraction']:.0f}% of the step's {e['span us']:.0f} µs; replayed from the "
+            f"graph, the host made {g['host launches']} launch call{'s' if g['host launches'] != 1 else ''} and the GPU "
+            f"was idle for {100 * g['GPU idle fraction']:.0f}% of {g['span us']:.0f} µs. ")
+    text += ("The gaps between kernels disappear: what is left of the step is the GPU's own work. "
+             if g["GPU idle fraction"] < e["GPU idle fraction"] / 2 else
+             "The idle share did not halve here: read the figure for where the remaining gaps sit. ")
+    lane = helpers.TIMELINE_LANES[1]
+    kinds = {label: Counter(kernel_kind(n) for n in df.loc[df["lane"] == lane, "name"]) for label, df in timelines.items()}
+    more, fewer = kinds[graph_label] - kinds[eager_label], kinds[eager_label] - kinds[graph_label]
+    extra = g["GPU kernels"] - e["GPU kernels"]
+    if extra > 0:
+        cache_like = sum(c for k, c in more.items() if re.search(r"index|copy|scatter|fill|cat|put", k, re.IGNORECASE))
+        text += (f"The graph's step ran {extra} more kernels than the eager step ({g['GPU kernels']} against "
+                 f"{e['GPU kernels']}): {sum(more.values())} kernels of kinds the eager step ran fewer of, less "
+                 f"{sum(fewer.values())} the other way (the table below). ")
+        text += (f"{cache_like} of the added ones are copies and indexed writes, by their names: the static cache is "
+                 "updated in place, each layer's new key and value written at the step's position (`index_copy_`), "
+                 "and the step stores its token and advances its position on the device, so that no value has to "
+                 "come back to the host between steps; the eager step appends to a growing cache instead. That is "
+                 "why a graph step can hold more kernels, and take more GPU-busy time, than the eager step it "
+                 "replaces, while the host launches one graph." if cache_like else
+                 "None of the added kernels are copies or indexed writes by their names: the table says which they "
+                 "are.")
+    else:
+        text += f"The graph's step ran {g['GPU kernels']} kernels against the eager step's {e['GPU kernels']}."
+    return text, more, fewer
+
+
+if timelines:
+    reading, more, fewer = read_timelines(timelines)
+    helpers.md(reading)
+    kinds = sorted(set(more) | set(fewer), key=lambda k: -(more[k] + fewer[k]))
+    helpers.show(pd.DataFrame([{"kernel": k, "more in the graph step": more[k], "more in the eager step": fewer[k]}
+                               for k in kinds[:12]]).set_index("kernel"))
+
+# %% [markdown]
+# ## A roofline of the fast kernels
+#
+# Where do the fast kernels stand against the machine? A *roofline* (see [the three regimes](01_setup.ipynb#Three-regimes)
+# and [chapter 1](01_setup.ipynb#The-GPU-you-are-on) for the GPU's numbers) plots each kernel's *arithmetic
+# intensity*, the floating-point operations it does per byte it moves to or from the GPU's memory, against
+# the operations per second it achieved. Two roofs bound it: the memory bandwidth times the intensity (a
+# slanted line), and the peak compute (flat). At batch size 1 every kernel of a decode step does about one
+# multiply-add per weight it reads, 1 flop per byte in float16, far left of where the roofs meet: all of them
+# are memory-bound, and the best they can do is to move their bytes at the GPU's full bandwidth.
+#
+# The fast kernels (the gemv projections at Qwen3-0.6B's decode shapes, lm_head included, the fused RMSNorm,
+# the residual add + RMSNorm, SwiGLU and the decode attention) stand beside the slow kernels of chapters 2 to 5
+# (our add, the two-pass RMSNorm, the tiled matmul at M = 1 and the per-head attention loop), each timed
+# alone in GPU time (CUDA-graph replay, `helpers.gpu_ms_per_call`), with its flops and bytes counted from its
+# shapes (2 bytes per float16 element; the bytes the work needs at least, read once and written once, so a
+# kernel that reads something twice shows it as a lower bandwidth). The reading is the achieved bandwidth,
+# bytes / GPU time, against the nominal peak.
+
+# %%
+def roofline_cases() -> dict:
+    """label -> (group, zero-argument call, flops, bytes): the decode-shaped kernels, fast and slow, on random data."""
+    H, I, V = config.hidden_size, config.intermediate_size, config.vocab_size
+    Hq, Hkv, D = config.num_attention_heads, config.num_key_value_heads, config.head_dim
+    T, e = SIZES.attention_qwen_shape["T"], torch.finfo(helpers.DTYPE).bits // 8
+    rand = lambda *shape: torch.randn(*shape, device=helpers.DEVICE, dtype=helpers.DTYPE)
+    x, xa, xi = rand(1, H), rand(1, Hq * D), rand(1, I)
+    cases = {}
+    for label, n_out, act in (("gemv q/k/v", (Hq + 2 * Hkv) * D, x), ("gemv o_proj", H, xa),
+                              ("gemv gate/up", 2 * I, x), ("gemv down", H, xi), ("gemv lm_head", V, x)):
+        w = rand(n_out, act.shape[1])
+        cases[label] = ("fast (chapter 9)", lambda a=act, w=w: kernels.gemv(a, w),
+                        2 * n_out * act.shape[1], e * (n_out * act.shape[1] + act.shape[1] + n_out))
+    w_norm, res, gate_up = rand(H), rand(1, H), rand(1, 2 * I)
+    q, k, v = rand(1, Hq, 1, D), rand(1, Hkv, T, D), rand(1, Hkv, T, D)
+    attn_flops, attn_bytes = 4 * Hq * T * D, e * (2 * Hkv * T * D + 2 * Hq * D)  # q.k and p.v; k, v read once
+    cases["fused RMSNorm"] = ("fast (chapter 9)", lambda: kernels.rmsnorm_fused(x, w_norm), 4 * H, e * 3 * H)
+    cases["add + RMSNorm"] = ("fast (chapter 9)", lambda: kernels.add_rmsnorm(x, res, w_norm), 5 * H, e * 5 * H)
+    cases["SwiGLU"] = ("fast (chapter 9)", lambda: kernels.swiglu_packed(gate_up), 4 * I, e * 3 * I)
+    cases[f"decode attention, {T} keys"] = ("fast (chapter 9)", lambda: kernels.decode_attention(q, k, v),
+                                            attn_flops, attn_bytes)
+    n_add, (M, K, N_mm) = SIZES.add_n, SIZES.matmul_decode_shape
+    a, b, xm, wm = rand(n_add), rand(n_add), rand(M, K), rand(N_mm, K)
+    scale = D ** -0.5
+    cases["our add"] = ("slow (chapters 2-5)", lambda: kernels.add(a, b), n_add, e * 3 * n_add)
+    cases["two-pass RMSNorm"] = ("slow (chapters 2-5)", lambda: kernels.rmsnorm_two_pass(x, w_norm), 4 * H, e * 4 * H)
+    cases[f"tiled matmul, M = {M}"] = ("slow (chapters 2-5)", lambda: kernels.linear(xm, wm),
+                                      2 * M * N_mm * K, e * (M * K + N_mm * K + M * N_mm))
+    cases["per-head attention loop"] = ("slow (chapters 2-5)",
+                                        lambda: kernels.attention_slow(q, k, v, scale, causal=False),
+                                        attn_flops, attn_bytes)
+    return cases
+
+
+if helpers.HAS_GPU and helpers.SLUG in helpers.NOMINAL_TFLOPS:
+    peak_gb_s = helpers.NOMINAL_GB_S[helpers.SLUG]
+    roof_rows = []
+    for label, (group, call, flops, nbytes) in roofline_cases().items():
+        gpu_ms = helpers.gpu_ms_per_call(call)
+        kind, why = helpers.regime(None, gpu_ms, flops, nbytes)
+        roof_rows.append({"label": label, "group": group, "flops": flops, "bytes": nbytes, "gpu_ms": gpu_ms,
+                          "flop per byte": flops / nbytes, "GB/s (bytes / GPU time)": nbytes / (gpu_ms * 1e6),
+                          "% of peak bandwidth": 100 * nbytes / (gpu_ms * 1e6) / peak_gb_s, "regime": kind})
+    roof = pd.DataFrame(roof_rows)
+    helpers.plot_roofline(roof, name="faster_roofline")
+    plt.show()
+    helpers.show(roof.set_index("label").drop(columns=["flops"]).round(4))
+else:
+    roof = None
+    helpers.md("CPU mode: a roofline needs a GPU's clock and its nominal bandwidth and compute "
+               "(`helpers.NOMINAL_TFLOPS`), so it is left out here." if not helpers.HAS_GPU else
+               f"No nominal bandwidth and compute for {helpers.SLUG!r} in `helpers.NOMINAL_TFLOPS`: no roofline here.")
+
+# %%
+def read_roofline(roof: pd.DataFrame, peak_gb_s: float) -> str:
+    """The roofline in words: each group's best and worst achieved bandwidth against the peak."""
+    share = "% of peak bandwidth"
+    parts = []
+    for group, rows in roof.groupby("group", sort=False):
+        best, worst = rows.loc[rows[share].idxmax()], rows.loc[rows[share].idxmin()]
+        parts.append(f"the {group} kernels reached {worst[share]:.0f}% (*{worst['label']}*, "
+                     f"{worst['GB/s (bytes / GPU time)']:.0f} GB/s) to {best[share]:.0f}% (*{best['label']}*, "
+                     f"{best['GB/s (bytes / GPU time)']:.0f} GB/s)")
+    memory = int((roof["regime"] == "memory-bound").sum())
+    text = (f"Of the nominal {peak_gb_s:,} GB/s, " + "; ".join(parts) + f". {memory} of the {len(roof)} kernels sit "
+            "left of the ridge point, memory-bound by their intensity. ")
+    big = roof.loc[roof["bytes"].idxmax()]
+    small = roof.loc[roof["bytes"].idxmin()]
+    text += (f"The kernel that moves the most bytes, *{big['label']}* ({big['bytes'] / 1e6:.1f} MB), reached "
+             f"{big[share]:.0f}% of the peak; the one that moves the fewest, *{small['label']}* "
+             f"({small['bytes'] / 1e3:.1f} kB), reached {small[share]:.2g}% in {1e3 * small['gpu_ms']:.1f} µs of GPU "
+             "time. ")
+    if small[share] < big[share]:
+        text += ("A kernel that moves a few kilobytes is done in about the time any kernel needs to start and end, "
+                 "so its achieved bandwidth stays far below the roof however good its code: fusing small kernels "
+                 "pays on the GPU's clock too, not only on the host's. ")
+    med = roof.groupby("group", sort=False)[share].median()
+    if len(med) == 2:
+        (fast_group, fast_med), (slow_group, slow_med) = med.items()
+        text += (f"Median per group: {fast_med:.0f}% for the {fast_group} kernels, {slow_med:.0f}% for the "
+                 f"{slow_group} ones" + (": the slow kernels, doing the same kind of work in more launches or with "
+                                         "fewer programs, sit further below the roof." if slow_med < fast_med else
+                                         ": not below the fast ones here."))
+    return text
+
+
+if roof is not None:
+    helpers.md(read_roofline(roof, peak_gb_s))
 
 # %% [markdown]
 # ## Targets: does the fast model beat the original, and transformers' compiled path?
@@ -727,8 +1014,21 @@ if t4_points:
     text += f"From {t4_source}'s ratios, a T4 reader should expect, as an estimate, " + " and ".join(expected) + "."
     blog_custom = helpers.blog("full.tps_custom")
     if START in t4.index and isinstance(blog_custom, float):  # the one step the blog measured on its T4
+        est = t4.loc[START, low]
+        off = est / blog_custom - 1
         text += (f" A check of the host-bound rule on a number the blog did measure: it estimates the all-custom "
-                 f"model at {t4.loc[START, low]:.1f} tokens/s on a T4, and the blog measured {blog_custom:.2f}.")
+                 f"model at {est:.1f} tokens/s on a T4, and the blog measured {blog_custom:.2f}: the estimate is "
+                 f"{abs(100 * off):.0f}% {'low' if off < 0 else 'high'}, "
+                 + (f"within the series' {100 * helpers.PREDICTION_BAR:.0f}% bar for a prediction."
+                    if abs(off) <= helpers.PREDICTION_BAR else
+                    f"outside the series' {100 * helpers.PREDICTION_BAR:.0f}% bar for a prediction: read every "
+                    "host-bound row as that rough."))
+    below = [n for n in t4.index if t4.loc[n, high] > t4.loc[n, low] and t4.loc[n, low] < BLOG_TPS]
+    if below:
+        text += (" The low end of a graph row's range is a pessimistic bound, not a prediction: for "
+                 + ", ".join(f"*{n}* ({t4.loc[n, low]:.0f} tokens/s)" for n in below)
+                 + f" it lies below the blog's eager original ({BLOG_TPS:.2f} tokens/s), where a step that launches "
+                 "less than the eager original is not expected to fall.")
     text += (" A T4's host (Colab's) is not this run's, and a T4's small kernels run further from its bandwidth "
              "than a large GPU's: read these as the order of magnitude, and measure.")
 else:
@@ -781,8 +1081,7 @@ if FLOOR_MS:
     helpers.record("faster.floor_ms_per_token", FLOOR_MS, "ms",
                    f"model bytes / nominal bandwidth ({reference['nominal_gb_s']} GB/s, {helpers.SLUG})")
 helpers.show(helpers.compare(["faster.fast_eager_vs_original", "faster.fast_graph_tps", "faster.fast_graph_vs_compiled",
-                              f"faster.{tag(FAST)}.wall_ms_per_token", f"faster.{tag(FAST_GRAPH)}.wall_ms_per_token",
-                              "full.tps_original", "full.tps_custom"]))
+                              f"faster.{tag(FAST)}.wall_ms_per_token", f"faster.{tag(FAST_GRAPH)}.wall_ms_per_token"]))
 
 # %% [markdown]
 # ## Takeaway
@@ -816,3 +1115,67 @@ helpers.md("\n".join(lines))
 # cuts GPU work without cutting launches, as the matrix-vector projections do, can win little while the host
 # sets the pace (compare its row in the staircase with the step before). Once the host launches one graph per token, what remains is the GPU's own work, and
 # only better kernels bring it down towards the weight-read floor. Every number above is your own run's: rerun the chapter, on another GPU, and read it again.
+
+# %% [markdown]
+# ## Try it yourself
+#
+# Three small experiments on the fast kernels, each changing one thing at Qwen3-0.6B's decode shapes (in CPU
+# mode, the tiny model's), timed by `helpers.compare_calls` against the kernel as the fast model runs it, in
+# shuffled rounds with the reference against itself as the noise floor: GPU time (CUDA-graph replay) on a
+# GPU, interpreter wall time in CPU mode. Guess first, set `answer`, then run the cell.
+#
+# **1. A gemv tile with few programs.** `kernels.gemv_config` picks the tile so that there are at least
+# `MIN_PROGRAMS` programs (`kernels/gemv.py`), enough to keep every streaming multiprocessor (SM: one of the
+# GPU's independent processors, see [chapter 1](01_setup.ipynb#The-GPU-you-are-on)) pulling weights from
+# memory. Here the same product runs with wide tiles, so that only a handful of programs share the work
+# (the result line says how many). A memory-bound
+# kernel needs many SMs loading at once to reach the bandwidth: faster, slower or the same?
+
+# %%
+H_, I_ = config.hidden_size, config.intermediate_size
+x_ex = torch.randn(1, H_, device=helpers.DEVICE, dtype=helpers.DTYPE)
+w_ex = torch.randn(2 * I_, H_, device=helpers.DEVICE, dtype=helpers.DTYPE)  # the fused gate/up projection
+default = kernels.gemv_config(1, 2 * I_, H_, MIN_PROGRAMS if helpers.HAS_GPU else INTERPRETER_MIN_PROGRAMS)
+wide = min(512, 1 << (max(1, 2 * I_ // 8) - 1).bit_length())  # a power of two: about 8 programs, at most 512 rows each
+few = kernels.GemvConfig(block_m=1, block_n=wide, block_k=64, num_warps=4)
+programs = lambda c: -(-2 * I_ // c.block_n)  # one program per block_n outputs
+answer = None  # your guess: "faster", "slower" or "same"
+cmp = helpers.compare_calls({f"gemv, tile {few.name}": lambda: kernels.gemv(x_ex, w_ex, config=few)},
+                            reference=lambda: kernels.gemv(x_ex, w_ex))
+result = helpers.check_answer(answer, cmp.ratios[f"gemv, tile {few.name}"], cmp.floor,
+                     change=f"gemv [1, {H_}] x [{2 * I_}, {H_}] in {programs(few)} programs instead of "
+                            f"{programs(default)} (tile {default.name})", clock=cmp.clock)
+
+# %% [markdown]
+# **2. Decode attention without splitting the keys.** With 8 key/value heads, one program per head would
+# leave most SMs idle, so `decode_attention` splits the keys into chunks handled by separate programs and
+# combines them in a second, small launch (flash-decoding). Here it runs with `num_splits=1`: one launch
+# instead of two, but 8 programs. Faster, slower or the same?
+
+# %%
+shape = SIZES.attention_qwen_shape
+q_ex = torch.randn(1, shape["Hq"], 1, shape["D"], device=helpers.DEVICE, dtype=helpers.DTYPE)
+k_ex, v_ex = (torch.randn(1, shape["Hkv"], shape["T"], shape["D"], device=helpers.DEVICE, dtype=helpers.DTYPE)
+              for _ in range(2))
+answer = None  # your guess: "faster", "slower" or "same"
+cmp = helpers.compare_calls({"one split": lambda: kernels.decode_attention(q_ex, k_ex, v_ex, num_splits=1)},
+                            reference=lambda: kernels.decode_attention(q_ex, k_ex, v_ex))
+result = helpers.check_answer(answer, cmp.ratios["one split"], cmp.floor,
+                     change=f"decode attention over {shape['T']} keys in one split instead of the default",
+                     clock=cmp.clock)
+
+# %% [markdown]
+# **3. Un-fuse the residual add.** The fast layer adds the residual and normalises in one launch
+# (`kernels.add_rmsnorm`). Here the add is PyTorch's and the norm is the fused RMSNorm: two launches, and the
+# sum written to memory and read back. At one row there are only a few kilobytes to move. Faster, slower or
+# the same?
+
+# %%
+rows = SIZES.rmsnorm_decode_rows
+h_ex, r_ex = (torch.randn(rows, H_, device=helpers.DEVICE, dtype=helpers.DTYPE) for _ in range(2))
+g_ex = torch.randn(H_, device=helpers.DEVICE, dtype=helpers.DTYPE)
+answer = None  # your guess: "faster", "slower" or "same"
+cmp = helpers.compare_calls({"add, then RMSNorm": lambda: kernels.rmsnorm_fused(h_ex + r_ex, g_ex)},
+                            reference=lambda: kernels.add_rmsnorm(h_ex, r_ex, g_ex))
+result = helpers.check_answer(answer, cmp.ratios["add, then RMSNorm"], cmp.floor,
+                     change=f"the residual add un-fused from the RMSNorm ({rows} row of {H_})", clock=cmp.clock)

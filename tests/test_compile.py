@@ -151,3 +151,13 @@ def test_instruction_mix_reads_ptx():
     mix = instruction_mix(ptx)
     assert mix == {"tensor-core mma": 1, "fma": 1, "global loads": 2, "global -> shared copies": 1,
                    "global stores": 1, "shared loads": 1, "shared stores": 1, "widest global load": "v4"}
+
+
+def test_ptx_text_gives_one_kernel_and_names_a_wrong_label():
+    env = {**os.environ, "TRITON_INTERPRET": "0"}
+    run = [sys.executable, "-m", "kernels.aot", "--ptx-text", "matmul_kernel"]
+    ok = subprocess.run(run + ["m16_n16_k16", "75"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert ok.returncode == 0, ok.stderr[-2000:]
+    assert ".target sm_75" in ok.stdout and "fma.rn.f32" in ok.stdout and "mma.sync" not in ok.stdout
+    bad = subprocess.run(run + ["m1_n1_k1", "75"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert bad.returncode != 0 and "labels of 'matmul_kernel'" in bad.stderr and "m16_n16_k16" in bad.stderr

@@ -927,3 +927,66 @@ def test_shuffled_rounds_give_every_name_the_same_mean_position():
     assert len({tuple(o) for o in orders[::2]}) > 1  # the pairs differ from each other
     for name in names:
         assert sum(o.index(name) for o in orders) / len(orders) == (len(names) - 1) / 2
+
+
+# --- The machine (chapter 1), the compiler table (chapters 2-4), the exercises --------------------------
+def test_the_gpu_table_puts_a_t4_beside_an_h200():
+    df = helpers.gpu_table()
+    assert {"Tesla T4", "NVIDIA H200"} <= set(df.columns) and "name" not in df.index
+    assert df.loc["SMs", "Tesla T4"] == 40 and df.loc["SMs", "NVIDIA H200"] == 132
+    assert df.loc["memory bandwidth (GB/s, nominal)", "NVIDIA H200"] == helpers.NOMINAL_GB_S["h200"]
+    # the ridge point: tensor-core flop/s over bytes/s, 65 TFLOP/s / 320 GB/s on a T4
+    assert df.loc["ridge point (flop per byte)", "Tesla T4"] == round(65e3 / 320)
+    assert (len(df.columns) == 3) == helpers.HAS_GPU
+
+
+def test_the_memory_hierarchy_shrinks_towards_the_cores():
+    plt = pytest.importorskip("matplotlib.pyplot")
+    fig = helpers.plot_memory_hierarchy()
+    bars = fig.axes[0].containers
+    assert len(bars) == len(helpers.GPU_SPECS) + (helpers.HAS_GPU and helpers.SLUG not in helpers.GPU_SPECS)
+    for container in bars:
+        widths = [b.get_width() for b in container]
+        assert widths[-1] == max(widths) and widths[-2] < widths[-1]  # device memory is the largest level
+    plt.close(fig)
+
+
+def test_regime_reads_the_two_clocks_then_the_intensity():
+    assert helpers.regime(0.020, 0.005, 1e6, 2e6, "h200")[0] == "overhead-bound"  # the GPU waits for the host
+    assert helpers.regime(0.001, 0.005, 1e6, 2e6, "t4")[0] == "memory-bound"  # 0.5 flop/byte < ridge 203
+    assert helpers.regime(None, 0.005, 1e9, 2e6, "t4")[0] == "compute-bound"  # 500 flop/byte > 203
+    assert helpers.regime(0.001, None, 1e6, 2e6)[0] == "unknown"
+    with pytest.raises(ValueError, match="bytes_moved must be a positive number"):
+        helpers.regime(0.001, 0.005, 1e6, 0)
+
+
+@pytest.mark.parametrize("ratio, floor, word", [
+    (helpers.Ratio.of([1.5, 1.6, 1.7]), None, "slower"),
+    (helpers.Ratio.of([0.6, 0.62, 0.65]), None, "faster"),
+    (1.03, None, "same"),  # inside the 5% minimum effect
+    (helpers.Ratio.of([1.08, 1.1, 1.12]), helpers.Ratio.of([1.06, 1.07, 1.08]), "same"),  # inside twice the floor
+    (helpers.Ratio.of([0.7, 0.9, 1.3, 1.4, 1.5]), None, "same"),  # quartiles on both sides of 1
+])
+def test_check_answer_judges_with_the_verdict(ratio, floor, word, capsys):
+    assert helpers.check_answer(None, ratio, floor) == word
+    assert "Set `answer`" in capsys.readouterr().out
+    assert helpers.check_answer(word, ratio, floor, change="BLOCK_SIZE 128") == word
+    assert "matches" in capsys.readouterr().out
+    other = next(a for a in helpers.ANSWERS if a != word)
+    helpers.check_answer(other, ratio, floor)
+    assert f"does not match (measured: {word!r})" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="answer must be one of"):
+        helpers.check_answer("quicker", ratio, floor)
+
+
+def test_the_compiler_table_and_a_ptx_excerpt_come_from_a_compiler_process():
+    df = helpers.compiler_table(["add_kernel"])
+    assert set(df["kernel"]) == {"add_kernel"} and set(df["cc"]) == {75, 90}
+    assert (df["widest global load"] == "v4").all()
+    excerpt = helpers.ptx_excerpt("add_kernel", df["label"][0], 75, r"ld\.global", max_lines=1)
+    assert excerpt.startswith("@%p") or excerpt.startswith("ld.global"), excerpt
+    assert "ld.global.v4" in excerpt
+    with pytest.raises(ValueError, match="not in the compiler table"):
+        helpers.compiler_table(["no_such_kernel"])
+    with pytest.raises(RuntimeError, match="labels of 'add_kernel'"):
+        helpers.ptx_excerpt("add_kernel", "BLOCK_SIZE=3", 75, "ld")
