@@ -766,6 +766,7 @@ def _count_decode(model, ids: torch.Tensor, n: int, use_cache: bool = True, deco
 # --- One decode step on a time axis: the host's launches against the GPU's kernels ---------------
 HOST_LAUNCH_NAMES = ("cudaLaunchKernel", "cuLaunchKernel", "cudaGraphLaunch", "cuGraphLaunch")  # and their Ex forms
 TIMELINE_LANES = ("host launches", "GPU kernels")
+SPAN_US, BUSY_US = "traced span, µs (profiler)", "GPU-busy µs (profiler)"  # timeline_summary's two times
 
 
 def timeline_from_trace(trace: dict):
@@ -793,8 +794,9 @@ def timeline_from_trace(trace: dict):
 
 
 def timeline_summary(df) -> dict:
-    """What a step's timeline adds up to: host launches, GPU kernels, the step's span (first event to the
-    last one's end), the GPU-busy µs (the union of the kernels' intervals) and the GPU's idle fraction."""
+    """What a step's timeline adds up to: host launches, GPU kernels, the step's traced span (``SPAN_US``: first
+    event to the last one's end, on the profiler's clock, which slows the host), the GPU-busy µs (``BUSY_US``:
+    the union of the kernels' intervals) and the GPU's idle fraction."""
     kernels_ = df[df["lane"] == TIMELINE_LANES[1]].sort_values("start_us")
     span = float((df["start_us"] + df["dur_us"]).max()) if len(df) else 0.0
     busy, end = 0.0, float("-inf")
@@ -804,7 +806,7 @@ def timeline_summary(df) -> dict:
             busy += stop - max(start, end)
             end = stop
     return {"host launches": int((df["lane"] == TIMELINE_LANES[0]).sum()), "GPU kernels": len(kernels_),
-            "span us": span, "GPU-busy us": busy, "GPU idle fraction": 1 - busy / span if span else float("nan")}
+            SPAN_US: span, BUSY_US: busy, "GPU idle fraction": 1 - busy / span if span else float("nan")}
 
 
 def step_timeline(model, ids: torch.Tensor, decoder: str = "generate"):
@@ -864,7 +866,8 @@ def plot_timelines(timelines: dict, name: str | None = None):
         s = timeline_summary(df)
         ax.set_yticks([1, 0], [f"{s['host launches']} host launches", f"{s['GPU kernels']} GPU kernels"])
         ax.set_ylim(-0.6, 1.6)
-        ax.set_title(f"{label}: one decode step, {s['span us'] / 1e3:.2f} ms; GPU busy {s['GPU-busy us'] / 1e3:.2f} ms "
+        ax.set_title(f"{label}: one decode step traced, {s[SPAN_US] / 1e3:.2f} ms span (profiler); GPU busy "
+                     f"{s[BUSY_US] / 1e3:.2f} ms "
                      f"({100 * (1 - s['GPU idle fraction']):.0f}% of the step)", fontsize=10, loc="left")
         ax.grid(axis="x", alpha=0.3)
     axes[-1, 0].set_xlabel("µs from the step's first event (torch.profiler; host clock and GPU clock aligned by it)")
@@ -902,6 +905,7 @@ def plot_roofline(points, slug: str | None = None, name: str | None = None):
     lo, hi = min(intensity.min(), 0.05) / 2, max(intensity.max(), 2 * tensor * 1e3 / gb_s) * 2
     x = np.geomspace(lo, hi, 200)
     fig, ax = plt.subplots(figsize=(9, 5.5))
+    placed = []
     for peak, what, style in ((tensor, "fp16 tensor cores", "-"), (fma, "fp32 FMA, no tensor cores", "--")):
         ax.plot(x, np.minimum(peak, x * gb_s / 1e3), color="black", ls=style, lw=1,
                 label=f"roof: {gb_s:,} GB/s x intensity, {peak:g} TFLOP/s ({what})")
@@ -909,29 +913,50 @@ def plot_roofline(points, slug: str | None = None, name: str | None = None):
         sel = points["group"] == group
         ax.scatter(intensity[sel], tflops[sel], marker=marker, s=50, label=group, zorder=3)
         for xi, yi, text in zip(intensity[sel], tflops[sel], points["label"][sel]):
-            ax.annotate(text, (xi, yi), textcoords="offset points", xytext=(5, 3), fontsize=8)
+            placed.append(ax.annotate(text, (xi, yi), textcoords="offset points", xytext=(5, 3), fontsize=8))
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (flop per byte moved)")
     ax.set_ylabel("achieved TFLOP/s (GPU time)")
-    ax.set_title(f"Roofline of {slug}: nominal bandwidth and compute", loc="left")
+    gpu = GPU_SPECS.get(slug, {}).get("name") or (_gpu_name() if slug == SLUG and HAS_GPU else slug)
+    ax.set_title(f"Roofline of the {gpu}: nominal bandwidth and compute", loc="left")
     ax.grid(True, which="both", alpha=0.2)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize=8, frameon=False)
     fig.tight_layout()
+    _unstack_labels(fig, placed)
     if name:
         save_figure(fig, name)
     return fig
 
 
+def _unstack_labels(fig, labels, step_pt: float = 9.0, tries: int = 12) -> None:
+    """Move point labels (``ax.annotate`` texts) down, one line at a time, until none overlaps a label placed
+    before it: nearby points (kernels of similar intensity and speed) keep readable labels."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    boxes = []
+    for label in labels:
+        x, y = label.xyann
+        for _ in range(tries):
+            box = label.get_window_extent(renderer)
+            if not any(box.overlaps(other) for other in boxes):
+                break
+            y -= step_pt
+            label.xyann = (x, y)
+        boxes.append(label.get_window_extent(renderer))
+
+
 # --- The machine: what a GPU is made of (chapter 1, used after) ----------------------------------
 # Data-sheet figures of the two GPUs the series compares: the reader's T4 and the H200 of the committed run.
+# The H200's L2 is what the H200 itself reports (torch.cuda.get_device_properties: 60 MiB); its memory is
+# the data sheet's 141 (the device reports about 140 GiB usable).
 # Per streaming multiprocessor (SM): registers and the most shared memory one SM can hold; then the whole GPU.
 GPU_SPECS = {
     "t4": {"name": "Tesla T4", "compute capability": "7.5", "SMs": 40, "warps per SM (most resident)": 32,
            "registers per SM (KiB)": 256, "shared memory per SM (KiB)": 64, "L2 (MiB)": 4, "memory (GiB)": 15,
            "memory": "GDDR6"},
     "h200": {"name": "NVIDIA H200", "compute capability": "9.0", "SMs": 132, "warps per SM (most resident)": 64,
-             "registers per SM (KiB)": 256, "shared memory per SM (KiB)": 228, "L2 (MiB)": 50, "memory (GiB)": 141,
+             "registers per SM (KiB)": 256, "shared memory per SM (KiB)": 228, "L2 (MiB)": 60, "memory (GiB)": 141,
              "memory": "HBM3e"},
 }
 
@@ -976,8 +1001,8 @@ def gpu_table():
 
 def plot_memory_hierarchy(name: str | None = None):
     """Where data can live on each GPU of ``gpu_table``: registers and shared memory (all SMs together), L2
-    and device memory, on one log axis of bytes, with the device memory's bandwidth. The closer to the
-    cores, the smaller: a kernel that reads its weights once is paced by the last row."""
+    and device memory, on one log axis of bytes, with the device memory's bandwidth. Device memory, the
+    farthest, is by far the largest: a kernel that reads its weights once is paced by the last row."""
     import matplotlib.pyplot as plt
 
     specs = {spec["name"]: {**spec, **_nominal_rows(slug)} for slug, spec in GPU_SPECS.items()}
@@ -1002,14 +1027,19 @@ def plot_memory_hierarchy(name: str | None = None):
     ax.set_xlim(1e5, 1e13)
     ax.set_yticks([row + 0.4 - height / 2 for row in range(len(levels))], [name for name, _ in levels])
     ax.invert_yaxis()
-    ax.set_xlabel("bytes (log scale; data-sheet sizes)")
-    ax.set_title("Where the data lives: smaller and closer to the cores towards the top", loc="left", fontsize=10)
+    ax.set_xlabel("bytes (log scale; nominal sizes)")
+    ax.set_title("Where the data lives: closer to the cores towards the top", loc="left", fontsize=10)
     ax.legend(fontsize=8, loc="upper right")
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     if name:
         save_figure(fig, name)
     return fig
+
+
+def _ms_label(ms: float) -> str:
+    """A time for a sentence, in the unit that reads best: '20.8 ms', '3.39 ms', '11.1 µs', '0.852 µs'."""
+    return f"{ms:.3g} ms" if ms >= 1 else f"{ms * 1e3:.3g} µs"
 
 
 def _bytes_label(n: float) -> str:
@@ -1023,20 +1053,25 @@ REGIMES = ("overhead-bound", "memory-bound", "compute-bound")
 
 
 def regime(host_ms: float | None, gpu_ms: float | None, flops: float, bytes_moved: float,
-           slug: str | None = None) -> tuple[str, str]:
+           slug: str | None = None, per: str = "call") -> tuple[str, str]:
     """Which of ``REGIMES`` a call lives in, and why, from its two clocks and its work.
 
-    Overhead-bound when the host takes longer to issue the call than the GPU takes to run it (the GPU
-    waits); otherwise memory-bound when its arithmetic intensity (flop per byte) is below the GPU's ridge
-    point (peak tensor-core flop/s over bandwidth), compute-bound above it. Returns (regime, reason)."""
+    Overhead-bound when the host takes longer to issue the call than the GPU takes to run it, by more than
+    the series' smallest real effect (``verdict`` of host over GPU time): the GPU waits. A host time within
+    noise of the GPU time is the host waiting for the GPU (a synchronised host clock never falls far below
+    the GPU's), so the work decides: memory-bound when its arithmetic intensity (flop per byte) is below
+    the GPU's ridge point (peak tensor-core flop/s over bandwidth), compute-bound above it. ``host_ms``
+    None leaves the host out; ``per`` names one call in the reason ("decoded token"). Returns (regime, reason)."""
     slug = slug or SLUG
     for arg, value in (("flops", flops), ("bytes_moved", bytes_moved)):
         if not value or value < 0:
             raise ValueError(f"{arg} must be a positive number, got {value!r}")
     if gpu_ms is None:
         return "unknown", "no GPU clock in CPU mode: the regime needs a GPU time"
-    if host_ms is not None and host_ms > gpu_ms:
-        return REGIMES[0], f"the host needs {host_ms * 1e3:.1f} µs per call, the GPU {gpu_ms * 1e3:.1f} µs"
+    if gpu_ms <= 0 or (host_ms is not None and host_ms <= 0):
+        raise ValueError(f"host_ms and gpu_ms must be positive, got {host_ms!r} and {gpu_ms!r}")
+    if host_ms is not None and host_ms > gpu_ms and verdict(host_ms / gpu_ms).real:
+        return REGIMES[0], f"host time {_ms_label(host_ms)} against GPU time {_ms_label(gpu_ms)} per {per}"
     ridge = _nominal_rows(slug)["ridge point (flop per byte)"]
     if ridge is None:
         return "unknown", f"no nominal bandwidth and compute for {slug!r}"
@@ -1107,7 +1142,14 @@ def check_answer(answer: str | None, ratio: "Ratio | float", floor: "Ratio | Non
     v = verdict(ratio, floor)
     measured = "same" if not v.real else "slower" if v.ratio > 1 else "faster"
     said = f"{change}: {v.ratio:.3g}x the time ({v.text}{'; ' + v.reason if v.reason else ''})"
+    if isinstance(ratio, Ratio) and len(ratio.values) > 1:
+        said += f"; quartiles {ratio.quartiles} over {len(ratio.values)} rounds"
+    said += f"; A/A floor {floor.median:.3f}" if floor is not None else ""
     said += f", {clock}" if clock else ""
+    edge = math.log(1 + v.noise)
+    if abs(abs(math.log(v.ratio)) - edge) < edge / 2:  # within half the threshold's width of it
+        said += (f". This lies near the series' threshold ({100 * v.noise:.0f}% from 1): another run may call it "
+                 "the other way")
     if answer is None:
         md(f"**Measured** {said}. Set `answer` to one of {', '.join(repr(a) for a in ANSWERS)} and run the cell "
            "again to check yourself.")
@@ -1391,6 +1433,20 @@ class Ratio:
         q = statistics.quantiles(values, n=4, method="inclusive")
         return cls(statistics.median(values), q[0], q[2], values)
 
+    @property
+    def quartiles(self) -> str:
+        """"low-high" to 3 significant digits, with more (up to 6) where two different quartiles would print
+        alike (0.1752-0.1754, not 0.18-0.18) or one just off 1 would print as 1: whether the middle half of
+        the rounds lies on both sides of 1 must be readable. 1000 and above whole, without a separator."""
+        def text(v: float, digits: int) -> str:
+            return f"{v:.0f}" if abs(v) >= 1000 else f"{v:.{digits}g}"
+
+        digits = 3
+        while digits < 6 and ((self.low != self.high and text(self.low, digits) == text(self.high, digits))
+                              or any(v != 1 and text(v, digits) == "1" for v in (self.low, self.high))):
+            digits += 1
+        return f"{text(self.low, digits)}-{text(self.high, digits)}"
+
 
 @dataclass
 class Verdict:
@@ -1428,7 +1484,7 @@ def verdict(ratio: Ratio | float, floor: Ratio | None = None) -> Verdict:
                       if noise == MIN_EFFECT else
                       f"closer to 1 than twice the A/A floor's distance from 1 ({100 * noise:.0f}%)")
         else:
-            reason = f"its quartiles ({r.low:.2f}-{r.high:.2f}) lie on both sides of 1"
+            reason = f"its quartiles ({r.quartiles}) lie on both sides of 1"
         return Verdict("within noise", False, r.median, noise, reason)
     return Verdict(versus(r.median, 1.0), True, r.median, noise)
 
@@ -1451,7 +1507,7 @@ def _ratios_to(times: dict, base: str) -> dict:
 def _record_ratio(id: str, ratio: Ratio, floor: Ratio, v: Verdict, method: str, note: str) -> Verdict:
     """Record a time ratio ("x slower") with its quartiles, its verdict and the run's A/A floor."""
     record(id, ratio.median, "x slower", (note + "; " if note else "") + f"{method}, A/A floor "
-           f"{floor.median:.3f} ({floor.low:.2f}-{floor.high:.2f})", spread=ratio, verdict=v.text)
+           f"{floor.median:.3f} ({floor.quartiles})", spread=ratio, verdict=v.text)
     return v
 
 
@@ -1541,7 +1597,7 @@ class Comparison:
             r = self.ratios.get(name)
             row = {"configuration": name, "tokens/s (median)": tps,
                    "time ratio to original (median)": r.median if r else 1.0,
-                   "quartiles": f"{r.low:.2f}-{r.high:.2f}" if r else "-",
+                   "quartiles": r.quartiles if r else "-",
                    "verdict": (self.verdict(name).text if name != ORIGINAL_AGAIN else
                                f"A/A floor: {100 * abs(r.median - 1):.0f}% off 1") if r else "reference"}
             if per_token and self.first_seconds:
@@ -1652,16 +1708,24 @@ class CallComparison:
                              f"{self.clock}, median of {self.rounds} shuffled rounds", note)
 
 
-def compare_calls(calls: dict, reference, rounds: int | None = None, seed: int = 0) -> CallComparison:
-    """GPU time (CUDA-graph replay) of each call in ``calls`` against ``reference``, in shuffled rounds.
+CALL_CLOCKS = ("gpu", "host")  # compare_calls' clocks: CUDA-graph replay, or host time per call
+
+
+def compare_calls(calls: dict, reference, rounds: int | None = None, seed: int = 0,
+                  clock: str = "gpu") -> CallComparison:
+    """Time each call in ``calls`` against ``reference``, in shuffled rounds, on one clock.
 
     Like ``compare_configs`` for kernels: every round times each call, the reference and the reference
     again (the A/A floor: what a ~2 µs kernel's GPU time does between two replays of the same graph) in a
-    shuffled order. In CPU mode the clock is the interpreter's wall time.
+    shuffled order. ``clock`` "gpu": GPU time (``ms_per_call``: CUDA-graph replay); "host": host time per
+    call (``host_ms_per_call``: back to back, synchronised), the price of issuing the call. In CPU mode
+    either clock is the interpreter's wall time.
     """
     rounds = SIZES.rounds_kernel if rounds is None else rounds
     if rounds < 1:
         raise ValueError(f"rounds must be at least 1, got {rounds}")
+    if clock not in CALL_CLOCKS:
+        raise ValueError(f"clock must be one of {CALL_CLOCKS}, got {clock!r}")
     reserved = {REFERENCE, REFERENCE_AGAIN} & set(calls)
     if reserved or not calls:
         raise ValueError(f"calls: give at least one call, none named {sorted({REFERENCE, REFERENCE_AGAIN})}")
@@ -1669,13 +1733,14 @@ def compare_calls(calls: dict, reference, rounds: int | None = None, seed: int =
     for name, fn in every.items():
         if not callable(fn):
             raise TypeError(f"calls[{name!r}] must be a zero-argument callable, got {type(fn).__name__}")
-    clock = CLOCK_LABELS["gpu" if HAS_GPU else "interpreter"]
+    time_one = ms_per_call if clock == "gpu" else host_ms_per_call
+    label = CLOCK_LABELS[clock if HAS_GPU else "interpreter"]
     times = {name: [] for name in every}
     for r in range(rounds):
         for name in _shuffled(every, r, seed):
-            times[name].append(ms_per_call(every[name]))
+            times[name].append(time_one(every[name]))
     ratios = _ratios_to(times, REFERENCE)
-    return CallComparison({name: statistics.median(ts) for name, ts in times.items()}, ratios, clock, rounds)
+    return CallComparison({name: statistics.median(ts) for name, ts in times.items()}, ratios, label, rounds)
 
 
 # --- Trends across a sweep (chapters 7 and 8) ----------------------------------------------------
@@ -1835,7 +1900,7 @@ def reproduce(model=None, tokenizer=None, ids=None, rounds: int | None = None, c
         c = compare_calls({"ours": ours}, reference)
         r, f = c.ratios["ours"], c.floor
         rows.append({"id": key, "what": "kernel time ratio", "clock": c.clock, "yours": r.median,
-                     "quartiles": f"{r.low:.2f}-{r.high:.2f}", "A/A floor": f.median,
+                     "quartiles": r.quartiles, "A/A floor": f.median,
                      "verdict": c.verdict("ours").text})
     wanted = reproduce_configs(ids)
     if wanted:
@@ -1852,7 +1917,7 @@ def reproduce(model=None, tokenizer=None, ids=None, rounds: int | None = None, c
             r = comparison.ratios[name]
             rows.append({"id": key, "what": f"time ratio to the original ({name})",
                          "clock": f"wall, {len(comparison.orders)} shuffled rounds", "yours": r.median,
-                         "quartiles": f"{r.low:.2f}-{r.high:.2f}", "A/A floor": f.median,
+                         "quartiles": r.quartiles, "A/A floor": f.median,
                          "verdict": comparison.verdict(name).text})
     out = pd.DataFrame(rows)
     out["committed"] = [_committed_value(table, k) for k in out["id"]]

@@ -279,8 +279,9 @@ def _ptxas(arch: int) -> str:
         return knobs.nvidia.ptxas.path
 
 
-def registers_per_thread(ptx: str) -> int:
-    """Registers per thread, as ptxas (the assembler Triton ships) allocates them for the PTX's target."""
+def ptxas_usage(ptx: str) -> dict:
+    """What ptxas (the assembler Triton ships) allocates for the PTX's target: registers per thread, and the
+    bytes per thread spilled to local memory (device memory, cached) when the registers do not suffice."""
     target = re.search(r"^\.target\s+(sm_\w+)", ptx, re.M)
     if target is None:
         raise ValueError("ptx: no .target line")
@@ -290,10 +291,17 @@ def registers_per_thread(ptx: str) -> int:
         arch = int(re.sub(r"\D", "", target.group(1)))  # sm_90a -> 90
         done = subprocess.run([_ptxas(arch), "-v", f"--gpu-name={target.group(1)}", str(path),
                                "-o", str(Path(tmp) / "kernel.cubin")], capture_output=True, text=True)
-    used = re.search(r"Used (\d+) registers", done.stdout + done.stderr)
+    report = done.stdout + done.stderr
+    used = re.search(r"Used (\d+) registers", report)
     if done.returncode != 0 or used is None:
         raise RuntimeError(f"ptxas failed on {target.group(1)}: {(done.stderr or done.stdout)[-2000:]}")
-    return int(used.group(1))
+    spills = re.search(r"(\d+) bytes spill stores", report)
+    return {"registers": int(used.group(1)), "spill stores": int(spills.group(1)) if spills else 0}
+
+
+def registers_per_thread(ptx: str) -> int:
+    """Registers per thread, as ptxas allocates them for the PTX's target."""
+    return ptxas_usage(ptx)["registers"]
 
 
 def programs_per_sm(registers: int, shared: int, num_warps: int, cc: int) -> tuple[int, str]:
@@ -330,12 +338,13 @@ def compiler_table(ccs=tuple(SM_LIMITS), kernels=TEACHING_KERNELS, dtype: str = 
         for spec in specs:
             compiled = compile_spec(_as_launched(spec), cc, divisible_ints=True)  # as at the model's shapes
             ptx = compiled.asm["ptx"]
-            regs = registers_per_thread(ptx)
+            usage = ptxas_usage(ptx)
             warps = spec.options.get("num_warps", 4)
-            programs, limit = programs_per_sm(regs, compiled.metadata.shared, warps, cc)
+            programs, limit = programs_per_sm(usage["registers"], compiled.metadata.shared, warps, cc)
             rows.append(dict(kernel=spec.name, label=spec.label, cc=cc, gpu=SM_LIMITS[cc]["gpu"], num_warps=warps,
-                             registers=regs, shared=compiled.metadata.shared, programs_per_sm=programs,
-                             limited_by=limit, **instruction_mix(ptx)))
+                             registers=usage["registers"], **{"spill stores": usage["spill stores"]},
+                             shared=compiled.metadata.shared, programs_per_sm=programs, limited_by=limit,
+                             **instruction_mix(ptx)))
     return rows
 
 

@@ -126,15 +126,6 @@ def prefill_ratio(comparison, name):
                                                    comparison.first_seconds[ORIGINAL])])
 
 
-def quartiles(r, digits=3):
-    """"low-high" of a Ratio's quartiles, with more decimals (up to 6) where a quartile just off 1 would
-    print as 1: whether the middle half of the rounds lies on both sides of 1 must be readable."""
-    d = digits
-    while d < 6 and any(v != 1 and round(v, d) == 1 for v in (r.low, r.high)):
-        d += 1
-    return f"{r.low:.{d}f}-{r.high:.{d}f}"
-
-
 def tokens_per_s(comparison, name):
     """tokens/s (new tokens / generation time) of one configuration: the comparison's median, with the
     quartiles of the per-round values."""
@@ -152,13 +143,13 @@ for L in lengths:
     ratio, floor, pre, pre_floor = c.ratios[CUSTOM], c.floor, pre_ratios[L], pre_floors[L]
     rows.append({"prompt": L,
                  "tokens/s original": c.tokens_per_s[ORIGINAL], "tokens/s custom": c.tokens_per_s[CUSTOM],
-                 "time ratio (x slower)": ratio.median, "quartiles": f"{ratio.low:.2f}-{ratio.high:.2f}",
+                 "time ratio (x slower)": ratio.median, "quartiles": ratio.quartiles,
                  "verdict": c.verdict(CUSTOM).text,
-                 "A/A floor": floor.median, "A/A quartiles": quartiles(floor),
+                 "A/A floor": floor.median, "A/A quartiles": floor.quartiles,
                  "prefill wall ms original": c.prefill_ms(ORIGINAL), "prefill wall ms custom": c.prefill_ms(CUSTOM),
-                 "prefill ratio (x slower)": pre.median, "prefill quartiles": f"{pre.low:.2f}-{pre.high:.2f}",
+                 "prefill ratio (x slower)": pre.median, "prefill quartiles": pre.quartiles,
                  "prefill verdict": helpers.verdict(pre, pre_floor).text,
-                 "prefill A/A floor": pre_floor.median, "prefill A/A quartiles": quartiles(pre_floor)})
+                 "prefill A/A floor": pre_floor.median, "prefill A/A quartiles": pre_floor.quartiles})
 table = pd.DataFrame(rows)
 print(f"{N} new tokens per generation, median of {SIZES.rounds_sweep} shuffled rounds per prompt length; "
       "prefill wall ms: wall time of the one-token generation that follows each generation in the same round")
@@ -198,7 +189,7 @@ def read_floors(runs, lengths, pre_floors):
             + (f", fewer than the {SIZES.rounds} of a single comparison elsewhere in the series: the series' time "
                f"budget does not allow more for {len(lengths)} lengths. " if rounds < SIZES.rounds else ". ")
             + "The original against itself came out at "
-            + ", ".join(f"{L}: {floors[L].median:.3f} ({quartiles(floors[L])})" for L in lengths)
+            + ", ".join(f"{L}: {floors[L].median:.3f} ({floors[L].quartiles})" for L in lengths)
             + ". ")
     out = [L for L in lengths if stood[L].real]
     held = [L for L in lengths if not stood[L].real]
@@ -218,7 +209,7 @@ def read_floors(runs, lengths, pre_floors):
              "here) to count: the trend reading below judges it against the noisier end's floor.")
     pre_stood = {L: helpers.verdict(pre_floors[L]) for L in lengths}
     text += ("\n\nThe prefill has its own A/A floors (the original's one-token generations against its own, round "
-             "by round): " + "; ".join(f"{L}: {pre_floors[L].median:.3f} ({quartiles(pre_floors[L])}), "
+             "by round): " + "; ".join(f"{L}: {pre_floors[L].median:.3f} ({pre_floors[L].quartiles}), "
                                        f"{pre_stood[L].text}" for L in lengths) + ". ")
     pre_out = [L for L in lengths if pre_stood[L].real]
     if not pre_out:
@@ -240,7 +231,7 @@ def held_reason(floor, v):
     if not v.reason.startswith("its quartiles"):
         return v.reason
     below = sum(x < 1 for x in floor.values)
-    return (f"its quartiles ({quartiles(floor)}) lie on both sides of 1; {below} of its "
+    return (f"its quartiles ({floor.quartiles}) lie on both sides of 1; {below} of its "
             f"{len(floor.values)} rounds were below 1")
 
 
@@ -301,13 +292,13 @@ trends = {q: read_trend(points, fl, WALL, SWEEP) if WALL in q else read_trend(po
 dec_verdicts = {L: helpers.verdict(runs[L].decode_ratio(CUSTOM), dec_floors[L]) for L in lengths} if decodable else {}
 helpers.show(pd.DataFrame([
     {"quantity": q, "median at each prompt length": t.points, "last / first": round(t.change.median, 3),
-     "quartile bounds": f"{t.change.low:.2f}-{t.change.high:.2f}", "noise threshold": f"{100 * t.verdict.noise:.0f}%",
+     "quartile bounds": t.change.quartiles, "noise threshold": f"{100 * t.verdict.noise:.0f}%",
      "verdict (last / first)": t.verdict.text, "reading": t.word} for q, t in trends.items()]))
 ratio_trend = trends["time ratio, all custom / original"]
 gen_o, gen_c = trends["generation wall ms, original"], trends["generation wall ms, all custom"]
 pre_o, pre_c = trends["prefill wall ms, original"], trends["prefill wall ms, all custom"]
 pre_trend = trends["prefill ratio, all custom / original"]
-floor_words = lambda fl: ", ".join(f"{L}: {fl[L].median:.3f} ({quartiles(fl[L])})" for L in lengths)
+floor_words = lambda fl: ", ".join(f"{L}: {fl[L].median:.3f} ({fl[L].quartiles})" for L in lengths)
 helpers.md(
     f"**The ratio.** From a {lengths[0]}-token to a {lengths[-1]}-token prompt, the all-custom model's time over "
     f"the original's **{ratio_trend.text}**. Every point: {ratio_trend.points}; the verdict at each length, "
@@ -332,8 +323,9 @@ helpers.md(
 
 def read_drift(series, trends, lengths):
     """Context or drift? The absolute times of a sweep whose lengths ran one after another move with either.
-    Names the readings that moved, where each moved most (the largest step between neighbouring lengths), and
-    whether the original's prefill, where a longer context costs the most work, moved with them."""
+    Names the readings that moved, by how much in all and in their largest step between neighbouring lengths
+    (in wall ms: a step can be larger than the whole change when another step went the other way), and whether
+    the original's prefill, where a longer context costs the most work, moved with them."""
     text = ("**Context or drift?** Each prompt length was its own comparison, run one after another ("
             + ", ".join(str(L) for L in lengths) + " tokens, in that order). The A/A floors measure the noise "
             "inside each comparison, between two slots of one round; nothing in the sweep measures how far the "
@@ -346,9 +338,15 @@ def read_drift(series, trends, lengths):
     for q in moved:
         med = [series[q][0][L].median for L in lengths]
         i = max(range(len(med) - 1), key=lambda j: abs(med[j + 1] / med[j] - 1))
-        share = (med[i + 1] - med[i]) / (med[-1] - med[0]) if med[-1] != med[0] else float("nan")
-        parts.append(f"the {q} {trends[q].word} ({med[0]:.1f} to {med[-1]:.1f} {WALL}), "
-                     f"{100 * share:.0f}% of it in the one step from {lengths[i]} to {lengths[i + 1]} tokens")
+        total, step = med[-1] - med[0], med[i + 1] - med[i]
+        part = (f"the {q} {trends[q].word} from {med[0]:.1f} to {med[-1]:.1f} {WALL} ({total:+.1f} {WALL} in all); "
+                f"its largest step was from {lengths[i]} to {lengths[i + 1]} tokens ({med[i]:.1f} to {med[i + 1]:.1f} "
+                f"{WALL}, {step:+.1f})")
+        if step * total < 0:
+            part += ", against the overall direction"
+        elif abs(step) > abs(total):
+            part += ", more than the whole change, because another step went the other way"
+        parts.append(part)
     text += "Of the absolute times, " + "; ".join(parts) + ". "
     pre = trends["prefill wall ms, original"]
     if pre.word != "grew" and any(q != "prefill wall ms, original" and "original" in q for q in moved):
@@ -360,6 +358,18 @@ def read_drift(series, trends, lengths):
 
 
 helpers.md(read_drift(series, trends, lengths))
+
+# %% [markdown]
+# A caution on the drift reading just above. It leans on the original's prefill showing "no consistent
+# trend", and that phrase need not mean a flat line: it can be a median that rose while the rounds spread
+# too widely to call it (see *prefill wall ms, original* in the trend table: its median at each length,
+# and its quartile bounds). Set that row's medians beside those of *wall ms per decoded token, original*.
+# Where the prefill's median rose by about as much, at the same step (in the committed H200 run: 25.0 to
+# 33.7 wall ms, 1.35x, against 22.6 to 29.3 wall ms, 1.30x, both in the step from 512 to 1024 tokens), this
+# sweep cannot tell drift from context, and "points to drift" is a hint, not a finding. Only where the
+# prefill's median stayed flat while the decode times rose does the reading carry weight. The one test
+# that separates the two is to run the lengths again in another order (longest first): drift follows the
+# clock, a context effect follows the length.
 
 # %%
 fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(16, 4.5))
@@ -551,17 +561,39 @@ def explain_misses(judged):
 
 if explain_misses(judged):
     helpers.md(explain_misses(judged))
+def prefill_against_decode(launch_bound_only=False):
+    """The original's prefill at the longest prompt set beside one of its decoded tokens at that length, both wall
+    ms from the same rounds: when one pass over the whole prompt costs about what a pass over one token does, the
+    prefill is paced by its launches (the same kernels at every length), not by its work. '' without a decode
+    reading, and with ``launch_bound_only`` where the prefill took more than two decoded tokens."""
+    if not decodable:
+        return ""
+    pre, dec = runs[long_prompt].prefill_ms(ORIGINAL), runs[long_prompt].decode_ms(ORIGINAL).median
+    text = (f" At {long_prompt} prompt tokens the original's prefill took {pre:.1f} {WALL}, {pre / dec:.2f}x the "
+            f"{dec:.1f} {WALL} of one of its decoded tokens")
+    if pre / dec < 2:
+        return text + (f": one pass over {long_prompt} tokens cost about what a pass over one token does, so the "
+                       "prefill's wall time is set by the kernels it launches, the same number at every length, and "
+                       "its growing work hides behind them.")
+    if launch_bound_only:
+        return ""
+    return text + ": at the longest prompt its work, not its launches alone, shows in its wall time."
+
+
+long_prompt = lengths[-1]
 if pre_o.word == "grew":
     prefill_words = (f"The original's prefill {pre_o.text}: the context length entered through the prefill, whose "
                      "work grows with the prompt while its kernel count does not.")
 elif pre_o.word == "shrank":
     prefill_words = (f"The original's prefill {pre_o.text}, against the prediction: in this run a longer prompt "
-                     "did not cost more wall time.")
+                     "did not cost more wall time." + prefill_against_decode()
+                     + " A longer prompt is more work, never less, so the fall itself points to the host's drift "
+                     "between the lengths (see *Context or drift?* above).")
 else:
     prefill_words = (f"The original's prefill {pre_o.text} (A/A floors of the prefill: {floor_words(pre_floors)}). "
                      "Its work grows with the prompt, but its kernel count does not; for its wall time to follow, "
                      "the extra work has to outweigh the time spent launching, and over these lengths it did not "
-                     "by the series' rule.")
+                     "by the series' rule." + prefill_against_decode(launch_bound_only=True))
 helpers.md(
     f"- **Prefill.** {prefill_words} The custom model's prefill {pre_c.text} ({read_together(pre_o, pre_c)}).\n"
     f"- **The slowdown.** The all-custom model's time over the original's {ratio_trend.text}; each model's "
@@ -605,9 +637,14 @@ def qkv(queries, keys, heads=hq, kv_heads=hkv):
 
 # %% [markdown]
 # **1. A decode step at a longer context.** Our per-head loop for one new token, against the keys of the
-# shortest prompt, then of the longest. Each head's kernels read more keys, but a head's keys are a few
-# hundred kilobytes at most here, and every kernel also has a fixed cost of starting and finishing,
-# whatever it reads. Expect little change, if any; is it "same" or "slower"?
+# shortest prompt, then of the longest (8 times as many at full size). Per query head, the loop's matmuls
+# now read that many more keys and values (at 1,024 keys, 256 KB each of K and V for one key/value head in
+# float16), and the product of the probabilities with V walks the keys tile after tile inside a few
+# programs, so its GPU time grows with them. But every kernel also has a fixed cost of starting and
+# finishing, whatever it reads (chapter 5's GPU time for this loop over its launch count comes to a few µs
+# per kernel), and that part does not grow. Expect **slower**, clearly, but by far less than 8 times. (In
+# the sweep above the host's launches set the pace of a decode step, so growth on the GPU's clock can stay
+# hidden behind them there; this exercise takes the host away.)
 
 # %%
 answer = None  # your guess: "faster", "slower" or "same"
@@ -618,11 +655,17 @@ measured = helpers.check_answer(answer, cmp.ratios["longer context"], cmp.floor,
                      change=f"per-head loop, one query, {long} keys instead of {short}", clock=cmp.clock)
 
 # %% [markdown]
-# **2. The original's prefill attention at a longer prompt.** PyTorch's fused SDPA over the whole prompt,
-# causal, at the shortest prompt and at the longest: every token against every earlier one, so the work
-# grows with the square of the length. The sweep found the original's whole prefill (see its reading
-# above) set by launches more than by work; this call has one kernel, so only the work is left. Expect
-# it to show; guess the direction.
+# **2. The original's prefill attention at a longer prompt.** PyTorch's fused
+# `scaled_dot_product_attention` (SDPA, the original's attention, as in
+# [chapter 5](05_attention.ipynb)) over the whole prompt, causal, at the shortest prompt and at the
+# longest: every token against every earlier one, so the work grows with the square of the length (64
+# times at full size, 8 times as many tokens). In the sweep the original's prefill is a whole forward
+# pass, hundreds of kernels launched by the host (see its reading above); this call is one kernel, so
+# only the GPU's work is left. Expect **slower**, but by far less than the work: at the shortest prompt
+# the kernel is mostly its fixed cost of starting and finishing, with only a few tiles of queries to
+# spread over the GPU's many multiprocessors (132 on an H200, 40 on a T4), most of them idle; the tiles of
+# a longer prompt first fill those idle multiprocessors side by side. The smaller the GPU, the sooner
+# the tiles queue up and the more of the work shows.
 
 # %%
 answer = None  # your guess: "faster", "slower" or "same"
@@ -635,7 +678,10 @@ measured = helpers.check_answer(answer, cmp.ratios["longer prompt"], cmp.floor,
 # %% [markdown]
 # **3. Half the heads looped.** The per-head loop at the longest context, over all the query heads, then
 # over half of them (with half the key/value heads, so the grouping stays the same). Its kernel count is 3
-# per head; each kernel is small. Expect the time to follow the kernel count; in which direction?
+# per head; each kernel is small. Expect **faster**, close to half the time: half the heads is half the
+# kernels and half the work. On an H200 each of these kernels is so small that its GPU time is mostly its
+# fixed cost of starting and finishing, so the time follows the kernel count; on a smaller GPU such as a T4
+# the work weighs in more, but it halves too. Either way the ratio should land near 0.5x.
 
 # %%
 answer = None  # your guess: "faster", "slower" or "same"

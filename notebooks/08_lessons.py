@@ -159,6 +159,12 @@ helpers.md(text)
 # numbers move between machines, between two runs of the same GPU type, and even between the chapters of
 # one run (each chapter is its own process, and at batch size 1 the host's speed sets the pace), so
 # compare ratios measured within one comparison rather than raw numbers across chapters or columns.
+#
+# The blog's kernel times (its add, matmul and attention ms, and its kernel ratios) are **not GPU time**,
+# even on rows whose label names GPU time: the blog timed them with `triton.testing.do_bench`, which
+# records a GPU event before and after each call and so catches part of the host's launching too (chapter
+# 2, "Two clocks"). Read them as the blog's numbers on a clock of its own, which mixes our two: set beside
+# ours, they say how the blog's run went, not what our GPU-time column should show.
 
 # %%
 def id_pattern(catalogued: str):
@@ -191,6 +197,17 @@ def recorded(table, id_):
     return Rec(float(row["value"].iloc[0]), get("low"), get("high"), row["verdict"].iloc[0])
 
 
+def four(v):
+    """A number to four significant digits, as the tables write values (1000 and above whole), '' for none."""
+    return "" if v is None or v != v else f"{v:.0f}" if abs(v) >= 1000 else f"{v:.4g}"
+
+
+def spread(low, high):
+    """'low-high' of recorded quartiles, to the same four significant digits as the values beside them: rounding
+    both the same way keeps a value inside its quartiles on the page (0.9608 in 0.9606-0.9611, not 0.961-0.961)."""
+    return f"{four(low)}-{four(high)}"
+
+
 recorded_ids = list(dict.fromkeys([*yours_table["id"], *h200_table["id"]]))
 rows = []
 for entry in CATALOGUE.to_dict("records"):
@@ -203,7 +220,7 @@ for entry in CATALOGUE.to_dict("records"):
         mine, theirs = recorded(yours_table, id_), recorded(h200_table, id_)
         rows.append({"chapter": helpers.CHAPTER_OF_PREFIX[prefix], "id": id_, "label": entry["label"],
                      "yours": mine.value if mine else np.nan,
-                     "quartiles": f"{mine.low:.3g}-{mine.high:.3g}" if mine and mine.has_spread else "",
+                     "quartiles": spread(mine.low, mine.high) if mine and mine.has_spread else "",
                      "verdict": mine.verdict if mine else "",
                      "H200": theirs.value if theirs else np.nan,
                      "H200 verdict": theirs.verdict if theirs else "",
@@ -214,12 +231,14 @@ summary = pd.DataFrame(rows)
 
 def readable(df, columns):
     """Numbers of mixed sizes as a reader writes them (four significant digits), blanks where none."""
-    return df.assign(**{c: df[c].map(lambda v: "" if v != v else f"{v:.4g}") for c in columns})
+    return df.assign(**{c: df[c].map(four) for c in columns})
 
 
 shown = readable(summary.drop(columns="blog only"), ["yours", "H200"])
 for column in ("yours", "H200"):  # a blank cell says why: the blog gave this figure and no chapter measures it
     shown.loc[summary["blog only"] & (shown[column] == ""), column] = "(blog's figure only)"
+print("blog T4 (the blog's): its figures; its kernel times are triton.testing.do_bench times, host and GPU time "
+      "mixed, not GPU time, whatever the label's clock")
 helpers.show(shown.set_index(["chapter", "id"]))
 
 ours = summary[~summary["blog only"]]
@@ -312,7 +331,11 @@ del model  # the rest of the chapter reads the comparison and the tables
 # its verdict against its own run's A/A floor. The swaps are the ones `helpers.reproduce` knows
 # (`helpers.REPRODUCE_CONFIGS`). Each source is labelled: "this chapter" is the comparison above (every
 # swap in the same rounds of one process); "chapters 3-6" are the ratios those chapters recorded (each
-# chapter its own process and its own comparison); the blog's come last.
+# chapter its own process and its own comparison); the blog's come last. The same swap can land outside
+# the other source's quartiles, even on one machine in one run of the series: the quartiles describe the
+# rounds of one process, and between two processes a ratio moves further than that (the host's pace
+# changes from process to process). The section "Re-measure the headline numbers here" below reads how
+# far, against the series' bar for reproducing a number.
 #
 # The blog gave most of these swaps as tokens/s before and after, from one run of each model; its ratio
 # is that pair's quotient and carries no spread and no verdict. It rounds its tokens/s around the
@@ -349,23 +372,26 @@ RECORDED = ({f"{YOURS}, {RECORDED_BY}": yours_table} if same_dir else
             {f"{YOURS}, {RECORDED_BY}": yours_table, f"H200 (committed), {RECORDED_BY}": h200_table})
 BLOG = "blog T4 (one run each)"
 SWAP_SOURCES = ([THIS_RUN] if comparison is not None else []) + list(RECORDED)  # every source with a verdict
-swap_rows = []
+swap_rows, bounds = [], {}  # bounds: (source, swap) -> (lower, upper quartile), for the error bars
 for id_, (name, _) in helpers.REPRODUCE_CONFIGS.items():
     row = {"swap": name, "id": id_}
     if comparison is not None:
         r = comparison.ratios[name]
-        row[THIS_RUN], row[f"{THIS_RUN} quartiles"] = r.median, f"{r.low:.3g}-{r.high:.3g}"
+        row[THIS_RUN], row[f"{THIS_RUN} quartiles"] = r.median, spread(r.low, r.high)
+        bounds[THIS_RUN, name] = (r.low, r.high)
         row[f"{THIS_RUN} verdict"] = comparison.verdict(name).text
     for source, table_ in RECORDED.items():
         rec = recorded(table_, id_)
         row[source] = rec.value if rec else np.nan
-        row[f"{source} quartiles"] = f"{rec.low:.3g}-{rec.high:.3g}" if rec and rec.has_spread else ""
+        row[f"{source} quartiles"] = spread(rec.low, rec.high) if rec and rec.has_spread else ""
+        if rec and rec.has_spread:
+            bounds[source, name] = (rec.low, rec.high)
         row[f"{source} verdict"] = rec.verdict if rec else ""
     b = blog_ratio(id_)
     row[BLOG] = b if b is not None else np.nan
     swap_rows.append(row)
 swaps = pd.DataFrame(swap_rows).set_index("swap")
-helpers.show(swaps.round(3))
+helpers.show(swaps)  # four significant digits, like the quartiles beside them
 
 fig, ax = plt.subplots(figsize=(9, 5.5))
 columns = [*SWAP_SOURCES, BLOG]
@@ -377,8 +403,8 @@ for k, column in enumerate(columns):
     err = None
     if column in SWAP_SOURCES:
         lows, highs = [], []
-        for q, v in zip(swaps[f"{column} quartiles"], vals):
-            lo, hi = (float(x) for x in q.split("-")) if q else (v, v)
+        for swap, v in vals.items():
+            lo, hi = bounds.get((column, swap), (v, v))
             lows.append(max(0.0, v - lo) if v == v else 0.0)
             highs.append(max(0.0, hi - v) if v == v else 0.0)
         err = [lows, highs]
@@ -446,14 +472,11 @@ def read_order(source):
     if source == BLOG:
         return words + ", one run each, no verdict"
 
-    def bounds(k, value):
-        q = swaps.loc[k, f"{source} quartiles"]
-        return tuple(float(x) for x in q.split("-")) if q else (value, value)
-
-    (lo_a, hi_a), (lo_b, hi_b) = bounds(ALL_PROJ, a), bounds(ATT_MLP, b)
-    apart = hi_a < lo_b or hi_b < lo_a
-    return words + (", from two comparisons whose quartiles "
-                    + ("do not overlap" if apart else "overlap, so the order is not settled"))
+    # recorded ratios: each to the original, with no per-round quotient of the two, so no verdict on their order
+    chapters = sorted({CHAPTERS[swaps.loc[k, "id"].split(".")[0]] for k in (ALL_PROJ, ATT_MLP)})
+    where = (f"one comparison (chapter {chapters[0]})" if len(chapters) == 1 else
+             f"two comparisons (chapters {chapters[0]} and {chapters[1]})")
+    return words + f", from {where} that recorded no per-round quotient of the two, so their order has no verdict"
 
 
 helpers.md("\n".join(read_swaps(s) for s in SWAP_SOURCES))
@@ -512,8 +535,8 @@ if REMEASURE:
             "wall ms per token (measured)": p.wall_ms_per_token,
             "wall ms per token (predicted)": predicted[name],
             "error %": 100 * (predicted[name] / p.wall_ms_per_token - 1),
-            "max(host, GPU) instead": overlapped[name],
-            "its error %": 100 * (overlapped[name] / p.wall_ms_per_token - 1),
+            "max(host, GPU), predicted wall ms": overlapped[name],
+            "max(host, GPU) error %": 100 * (overlapped[name] / p.wall_ms_per_token - 1),
             "role": "fitted" if name in FITTED else "predicted",
         } for name, p in profiles.items()])
         budget["within 20%"] = np.where(budget["role"] == "fitted", "(fitted)",
@@ -521,7 +544,8 @@ if REMEASURE:
         print(f"per decoded token, prefill excluded; launches: {helpers.launch_note()}")
         print(f"fitted on {' and '.join(FITTED)}: {launch_budget.torch_us:.2f} host µs per PyTorch launch, "
               f"{launch_budget.ours_us:.2f} host µs per launch of ours")
-        helpers.show(budget.round(2))
+        errors = ("error %", "max(host, GPU) error %")  # one decimal, signed; the times to four digits as measured
+        helpers.show(budget.assign(**{c: budget[c].map(lambda v: f"{v:+.1f}") for c in errors}))
     else:
         budget = None
         helpers.md("**CPU mode: no launch-budget model.** Only our Triton launches are counted (the original "
@@ -648,7 +672,7 @@ def described(r):
 if budget is not None:
     judged = budget[budget["role"] == "predicted"]
     hits, misses = judged[judged["within 20%"] == "yes"], judged[judged["within 20%"] == "no"]
-    overlap_hits = int((judged["its error %"].abs() <= 100 * BAR).sum())
+    overlap_hits = int((judged["max(host, GPU) error %"].abs() <= 100 * BAR).sum())
     prices = [recorded(yours_table, i) for i in ("add.launch_us_torch", "add.launch_us_triton")]
     text = (f"Fitted on *{FITTED[0]}* and *{FITTED[1]}*, a PyTorch launch costs the host "
             f"**{launch_budget.torch_us:.1f} µs** inside `generate()` and a launch of ours "
@@ -749,37 +773,8 @@ def read_reproduced(again):
     return "\n".join(lines)
 
 
-def quartiles(r):
-    """A ratio's quartiles to 3 significant digits: at 2 decimals 0.1765-0.1780 prints as 0.18-0.18, and seems to
-    hold a value of 0.176 that lies outside it. Large ones whole (1480, not 1.48e+03)."""
-    return "-".join(f"{v:.3g}" if abs(v) < 1000 else f"{v:.0f}" for v in (r.low, r.high))
-
-
-def reproduce_here(committed_path):
-    """``helpers.reproduce`` with every ratio's quartiles to 3 significant digits (its table prints 2 decimals):
-    the tokens/s ratios from this chapter's comparison, the kernel ratios measured here as it measures them
-    (``helpers.compare_calls`` of its cases, GPU time with the PyTorch call's own A/A floor)."""
-    out = helpers.reproduce(ids=list(helpers.REPRODUCE_CONFIGS), committed=committed_path, comparison=comparison)
-    out["quartiles"] = [quartiles(comparison.ratios[helpers.REPRODUCE_CONFIGS[i][0]]) for i in out["id"]]
-    committed = helpers.results(committed_path).set_index("id")["value"].astype(float)
-    bar = f"within {100 * helpers.REPRODUCE_BAR:.0f}%"
-    kernel_rows = []
-    for key, (ours, reference) in helpers._kernel_ratio_cases().items():  # the cases helpers.reproduce times
-        c = helpers.compare_calls({"ours": ours}, reference)
-        r = c.ratios["ours"]
-        parts = [committed.get(k) for k in key.split("/")]  # a ratio of two recorded values, or one value
-        value = (parts[0] / parts[1] if len(parts) == 2 else parts[0]) if all(p is not None for p in parts) else None
-        deviation = 100 * (r.median / value - 1) if value else np.nan
-        kernel_rows.append({"id": key, "what": "kernel time ratio", "clock": c.clock, "yours": r.median,
-                            "quartiles": quartiles(r), "A/A floor": c.floor.median, "committed": value,
-                            "deviation %": deviation,
-                            bar: "" if np.isnan(deviation) else "yes" if abs(deviation) <= 100 * helpers.REPRODUCE_BAR
-                            else "no", "verdict": c.verdict("ours").text})
-    return pd.concat([pd.DataFrame(kernel_rows), out], ignore_index=True)[out.columns]
-
-
 if REMEASURE:
-    again = reproduce_here(H200_DIR / "results.csv")
+    again = helpers.reproduce(committed=H200_DIR / "results.csv", comparison=comparison)  # kernels timed here
     helpers.show(again.round(3))
     helpers.md(read_reproduced(again))
 
@@ -793,8 +788,20 @@ if REMEASURE:
 # against that run's A/A floor), its wall ms per decoded token, the wall ms per decoded token each fix won
 # back from the step before, and that as a share of what the all-custom model added over the original.
 # Beside a fix that exactly undoes one swap of the slow chapters stands that swap's recorded slowdown, from
-# the same machine. The series runs chapter 9 before this chapter; where no source has its results yet,
-# this section says so and the rest of the chapter runs without it.
+# the same machine. The two need not mirror each other: a swap replaced PyTorch's kernels with ours, while
+# its fix replaces ours with better ones of ours. Chapter 3's two-pass RMSNorm, for one, traded PyTorch's
+# several launches per norm for two of ours, each dearer on the host (see the launch budget above), so the
+# host's work can change far less than the launch count; chapter 9's fused RMSNorm then removes one launch
+# of ours per norm with nothing in exchange. Where the verdicts of a swap and its fix disagree, the reading
+# below prices both with the launch budget (on a GPU, from this machine's numbers). The series runs chapter
+# 9 before this chapter; where no source has its results yet, this section says so and the rest of the
+# chapter runs without it.
+#
+# A negative number in the won-back column (and in the share beside it) is a step whose wall ms per
+# decoded token rose, not fell. Read it with that step's verdict against the step before (per generation,
+# in the same rounds), which says whether the change stands out of the noise: in the committed H200 run
+# *3. matrix-vector projections* lost 2.84 wall ms per decoded token and was within noise of the step
+# before.
 
 # %%
 SOURCES = {YOURS: yours_table} if same_dir else {YOURS: yours_table, "H200 (committed)": h200_table}
@@ -829,6 +836,7 @@ def fixes_from(table_):
         wall, to_original = (recorded(table_, f"{FIXES}.{step_tag(name)}.{what}") for what in
                              ("wall_ms_per_token", "vs_original"))
         to_before = recorded(table_, f"{FIXES}.{step_tag(name)}.vs_previous") if i else None
+        launches = recorded(table_, f"{FIXES}.{step_tag(name)}.launches_per_token")
         if wall is None or to_original is None or (i and to_before is None):
             return None
         swap = undone_swap(helpers.STAIRCASE[STEP_NAMES[i - 1]], helpers.STAIRCASE[name]) if i else None
@@ -836,10 +844,11 @@ def fixes_from(table_):
         rows.append({
             "step": name, "x the original": to_original.value, "verdict against the original": to_original.verdict,
             "x the step before": to_before.value if to_before else np.nan,
-            "quartiles": f"{to_before.low:.3g}-{to_before.high:.3g}" if to_before and to_before.has_spread else "",
+            "quartiles": spread(to_before.low, to_before.high) if to_before and to_before.has_spread else "",
             "verdict against the step before": to_before.verdict if to_before else "(the start)",
             "wall ms per decoded token": wall.value,
             WON: rows[-1]["wall ms per decoded token"] - wall.value if i else np.nan,
+            "launches per decoded token": launches.value if launches else np.nan,
             "undoes": helpers.REPRODUCE_CONFIGS[swap][0] if slow else "",
             "its recorded slowdown": ((slow.verdict if slow.verdict.endswith(("slower", "faster")) else
                                        f"{slow.value:.2f}x, {slow.verdict or 'no verdict recorded'}")
@@ -848,6 +857,37 @@ def fixes_from(table_):
     added = fixes["wall ms per decoded token"].iloc[0] - original.value
     fixes["share of what all custom added, %"] = 100 * fixes[WON] / added if added > 0 else np.nan
     return fixes, original.value
+
+
+def not_a_mirror(fixes, name, r, source):
+    """Where a fix stood out of the noise but the swap it undoes did not (or the other way round), why the two need
+    not mirror each other, by the launch budget: what the swap changed in launches per decoded token (this
+    chapter's profiles) and its host cost at this chapter's fitted prices, beside the launches the fix removed
+    (chapter 9's profile). Only from one machine: this chapter's prices and chapter 9's numbers both yours."""
+    swap_noise = "within noise" in r["its recorded slowdown"]
+    swap_real = r["its recorded slowdown"].split(" (chapter")[0].endswith(("slower", "faster"))
+    fix_noise = r["verdict against the step before"] == "within noise"
+    fix_real = r["verdict against the step before"].endswith(("slower", "faster"))
+    if not ((swap_noise and fix_real) or (swap_real and fix_noise)):
+        return ""
+    if budget is None or source != YOURS or r["undoes"] not in profiles:
+        return ""
+    swap, original = profiles[r["undoes"]], profiles[helpers.ORIGINAL]
+    ours = swap.project_launches_per_token - original.project_launches_per_token
+    theirs = ((swap.launches - swap.project_launches_per_token)
+              - (original.launches - original.project_launches_per_token))
+    host = launch_budget.host_ms(swap) - launch_budget.host_ms(original)
+    text = (f"; the two are not mirror images: the swap changed PyTorch's launches by {theirs:+.0f} and ours by "
+            f"{ours:+.0f} per decoded token (this chapter's profile), {host:+.1f} host ms per decoded token at this "
+            f"chapter's fitted prices ({launch_budget.torch_us:.1f} µs per PyTorch launch, "
+            f"{launch_budget.ours_us:.1f} µs per launch of ours)")
+    steps = list(fixes.index)
+    before = fixes.iloc[steps.index(name) - 1]["launches per decoded token"]
+    removed = before - r["launches per decoded token"]
+    if removed == removed:
+        text += (f", while the fix changed the launches by {-removed:+.0f} per decoded token against the step before "
+                 "(chapter 9's profile)")
+    return text
 
 
 def read_fixes(fixes, original_ms, source):
@@ -874,10 +914,11 @@ def read_fixes(fixes, original_ms, source):
             share = r["share of what all custom added, %"]
             part += f" ({share:.0f}% of what the all-custom model added)" if pd.notna(share) else ""
         elif v.endswith("faster"):
-            part += (f", though its wall ms per decoded token did not fall ({r[WON]:+.2f} ms won back): they leave "
-                     "the prefill out, which the per-generation ratio includes")
+            part += (f", though its wall ms per decoded token did not fall ({r[WON]:+.2f} wall ms won back): they "
+                     "leave the prefill out, which the per-generation ratio includes")
         if r["undoes"]:
-            part += f" (it undoes *{r['undoes']}*: {r['its recorded slowdown']})"
+            part += f" (it undoes *{r['undoes']}*: {r['its recorded slowdown']}"
+            part += not_a_mirror(fixes, name, r, source) + ")"
         parts.append(part)
     text += "Step by step: " + "; ".join(parts) + ". "
     text += (f"A generation of the last step, *{fixes.index[-1]}*, was "
@@ -905,7 +946,7 @@ if chapter9:
     source9, fixes, original_ms9 = chapter9
     print(f"chapter 9's staircase, recorded by {source9}; time ratios per generation (prefill included), wall ms "
           "per decoded token (prefill excluded)")
-    helpers.show(fixes.round(3))
+    helpers.show(fixes)  # four significant digits, like the quartiles
     helpers.md(read_fixes(fixes, original_ms9, source9))
 else:
     helpers.md(f"**Run chapter 9 first.** Neither your results nor the committed H200 run hold {notebook_of(FIXES)}'s "
@@ -925,6 +966,11 @@ else:
 # lesson reads chapter 7's recorded ratios, quartiles and A/A floors with the same function as chapter 7
 # (`helpers.read_trend`), so the two chapters cannot disagree; the lesson of the fixes reads chapter 9's
 # staircase, as the section above does. The table before the lessons holds every number they quote.
+#
+# A ratio of host times per call (the add in *Correct and fast are separate questions*, the attention loop
+# in *Launch count is a price list*) is one reading per side, the median of a few synchronised loops, with
+# no rounds and so no verdict: "no verdict recorded" and "one reading each, so no verdict" say the same
+# thing.
 
 # %%
 read_trend, read_together = helpers.read_trend, helpers.read_together  # chapter 7's reading, the same code
@@ -1086,13 +1132,14 @@ if (g := have("attention.sdpa_ms", "attention.slow_ms", "attention.slow_launches
     if host and host[1] == s:  # the launch price proper is on the host's clock
         (h_slow, h_sdpa), _ = host
         hr = h_slow.value / h_sdpa.value
-        hw = helpers.verdict(hr).text
-        cite(n, "attention: per-head loop / SDPA, host time per call", hr, "x (host clock)", hw, s)
-        title = ("Launch count is a price list." if hw.endswith("slower") else
-                 "Launch count did not set the price here.")
-        text = (f"**{title}** A Python loop over heads, {launches.value:.0f} launches per call, made attention "
-                f"{against(hw, hr, 'SDPA')} on the host's clock ({h_slow.value:.3f} against {h_sdpa.value:.4f} ms per "
-                f"call), the clock that pays for launches. In {clock}{replayed}, it was still "
+        # one host-clock reading of each call (not in shuffled rounds, no A/A floor): a ratio, no verdict (as lesson 1)
+        cite(n, "attention: per-head loop / SDPA, host time per call (one reading each)", hr, "x (host clock)", "", s)
+        title = ("Launch count is a price list." if w.endswith("slower") else
+                 "Launch count did not set the GPU's price here.")
+        host_times = f"{hr:.1f}x" if hr < 100 else f"{hr:.0f}x"
+        text = (f"**{title}** A Python loop over heads, {launches.value:.0f} launches per call, took {host_times} "
+                f"SDPA's time on the host's clock, the clock that pays for launches ({h_slow.value:.3f} against "
+                f"{h_sdpa.value:.4f} host ms per call, one reading each, so no verdict). In {clock}{replayed}, it was "
                 f"{against(w, r, 'SDPA')}: about {per_kernel_us:.1f} µs of {clock} per kernel, the time each small "
                 f"kernel takes to start, run and finish, whatever its work (recorded by chapter 5, {s}).")
     else:
@@ -1106,33 +1153,82 @@ if (g := have("attention.sdpa_ms", "attention.slow_ms", "attention.slow_launches
     lessons.append(text)
 
 def chapter9_predictions():
-    """Chapter 9's own launch-budget predictions (its steps after the two it fitted on), from the source that
-    recorded its staircase: a DataFrame of step, predicted and measured wall ms per decoded token, error %."""
+    """Chapter 9's own predictions, from the source that recorded its staircase, counted as chapter 9 counts them:
+    its eager steps priced by the launch budget (the two configurations it fits on, the original and the all-custom
+    start, left out), and apart from them the configurations replayed from a CUDA graph (``decoder="graph"`` in
+    ``helpers.STAIRCASE`` / ``helpers.BESIDE_STAIRCASE``), which it predicts by their GPU-busy time alone. A
+    DataFrame: configuration, how, predicted and measured wall ms per decoded token, error %, within the bar; and for
+    each eager step after the first fix, the saving from the step before, predicted and measured."""
     if not chapter9:
         return None
     table_ = SOURCES[source9]
+    configs = {**helpers.STAIRCASE, **helpers.BESIDE_STAIRCASE}
+    fitted = (helpers.ORIGINAL, STEP_NAMES[0])  # chapter 9 fits its prices on these two
     rows = []
-    for name in STEP_NAMES[1:]:  # the first step (all custom) is one of the two configurations chapter 9 fits on
+    for name, kwargs in configs.items():
+        if name in fitted:
+            continue
         pred, wall = (recorded(table_, f"{FIXES}.{step_tag(name)}.{k}") for k in
                       ("predicted_wall_ms_per_token", "wall_ms_per_token"))
-        if pred and wall:
-            graph = helpers.STAIRCASE[name].get("decoder") == "graph"
-            rows.append({"step": name, "predicted": pred.value, "measured": wall.value,
-                         "error %": 100 * (pred.value / wall.value - 1),
-                         "how": "GPU-busy time (graph)" if graph else "launch budget"})
+        if not (pred and wall):  # transformers' compiled path is not priced
+            continue
+        graph = kwargs.get("decoder") == "graph"
+        row = {"configuration": name, "how": "GPU-busy time (graph)" if graph else "launch budget",
+               "predicted": pred.value, "measured": wall.value, "error %": 100 * (pred.value / wall.value - 1)}
+        row["within"] = abs(row["error %"]) <= 100 * BAR
+        if not graph and name in STEP_NAMES:  # the saving against the step before, both priced by the budget
+            before = STEP_NAMES[STEP_NAMES.index(name) - 1]
+            b_pred, b_wall = (recorded(table_, f"{FIXES}.{step_tag(before)}.{k}") for k in
+                              ("predicted_wall_ms_per_token", "wall_ms_per_token"))
+            if b_pred and b_wall:
+                row.update({"before": before, "predicted saving": b_pred.value - pred.value,
+                            "measured saving": b_wall.value - wall.value})
+        rows.append(row)
     return pd.DataFrame(rows) if rows else None
+
+
+def read_chapter9_predictions(ch9):
+    """Chapter 9's predictions in words, as chapter 9 counts them: the launch budget on its eager steps, the GPU-busy
+    time on its graph rows; for the misses, the step whose predicted saving overshot its measured one the most (each
+    prediction's error is the step before's plus the gap between the two savings, so the steps after it inherit the
+    gap)."""
+    eager, graph = ch9[ch9["how"] == "launch budget"], ch9[ch9["how"] != "launch budget"]
+    text = (f" Chapter 9 priced its own steps with prices fitted on its own run ({source9}): launch budget: "
+            f"{int(eager['within'].sum())} of {len(eager)} eager steps within {100 * BAR:.0f}%; GPU-busy time: "
+            f"{int(graph['within'].sum())} of {len(graph)} graph rows (a step replayed from a CUDA graph is predicted "
+            "by its GPU-busy time alone, with one launch per token left to the host).")
+    misses = ch9[~ch9["within"]]
+    if not len(misses):
+        return text
+    text += " Missed: " + ", ".join(f"*{r['configuration']}* ({r['error %']:+.1f}%, {r['how']})"
+                                   for r in misses.to_dict("records")) + "."
+    if "predicted saving" in ch9:
+        gaps = eager.dropna(subset=["predicted saving"])
+        gaps = gaps.assign(over=gaps["predicted saving"] - gaps["measured saving"])
+        if len(gaps) and gaps["over"].max() > 0 and (~eager["within"]).any():
+            top = gaps.loc[gaps["over"].idxmax()]
+            text += (f" Each eager prediction's error is the step before's plus the gap between its predicted and "
+                     f"measured saving; the largest gap was at *{top['configuration']}*, predicted to save "
+                     f"{top['predicted saving']:.2f} wall ms per decoded token against *{top['before']}* and measured "
+                     f"to save {top['measured saving']:.2f}: the eager steps after it carry that over-credit into "
+                     "their own errors. Where a fix cuts GPU work that ran while the host was still launching, "
+                     "`host + GPU` counts a saving the token never waited for. The budget is a first estimate of "
+                     "where the time goes, not a law.")
+    return text
 
 
 if budget is not None:
     n = len(lessons) + 1
     cite(n, "launch-budget model: configurations predicted within 20%", len(hits), f"of {len(judged)}", "", YOURS)
     ch9 = chapter9_predictions()
-    ch9_misses = ch9[ch9["error %"].abs() > 100 * BAR] if ch9 is not None else None
     if ch9 is not None:
-        cite(n, "chapter 9: steps predicted within 20%", len(ch9) - len(ch9_misses), f"of {len(ch9)}", "", source9)
+        for how, what in (("launch budget", "eager steps"), ("GPU-busy time (graph)", "graph rows")):
+            part = ch9[ch9["how"] == how]
+            cite(n, f"chapter 9: {what} predicted within 20% ({how})", int(part["within"].sum()), f"of {len(part)}",
+                 "", source9)
     cite(n, "host µs per PyTorch launch (fitted)", launch_budget.torch_us, "µs", "", YOURS)
     cite(n, "host µs per launch of ours (fitted)", launch_budget.ours_us, "µs", "", YOURS)
-    all_held = len(hits) == len(judged) and (ch9_misses is None or not len(ch9_misses))
+    all_held = len(hits) == len(judged) and (ch9 is None or bool(ch9["within"].all()))
     title = ("A token's time is a launch budget." if all_held else
              "A launch budget predicts some configurations, not all." if len(hits) else
              "Launches alone did not predict a token's time here.")
@@ -1145,17 +1241,7 @@ if budget is not None:
                                            for r in misses.to_dict("records"))
     text += "."
     if ch9 is not None:
-        text += (f" Chapter 9 priced its own steps the same way, with prices fitted on its own run ({source9}): "
-                 f"{len(ch9) - len(ch9_misses)} of its {len(ch9)} predictions held within {100 * BAR:.0f}%")
-        if len(ch9_misses):
-            text += ("; missed: " + ", ".join(f"*{r['step']}* ({r['error %']:+.0f}%, {r['how']})"
-                                              for r in ch9_misses.to_dict("records"))
-                     + ". Its fixes change what kind of work a launch does (a matrix-vector kernel in place of a "
-                     "tiled matmul, fused kernels): where a fix cuts GPU work that ran while the host was still "
-                     "launching, `host + GPU` counts a saving the token never waited for; chapter 9 sets the GPU-busy "
-                     "ms saved beside the wall ms saved for each miss. The budget is a first estimate of where the "
-                     "time goes, not a law")
-        text += "."
+        text += read_chapter9_predictions(ch9)
     lessons.append(text)
 
 context_reading = None
@@ -1174,7 +1260,7 @@ if context_reading:
     n = len(lessons) + 1
     helpers.show(pd.DataFrame([{"source": s, "median at each prompt length": trend.points,
                                 "last / first": round(trend.change.median, 3),
-                                "quartile bounds": f"{trend.change.low:.3g}-{trend.change.high:.3g}",
+                                "quartile bounds": trend.change.quartiles,
                                 "noise threshold": f"{100 * trend.verdict.noise:.0f}%",
                                 "verdict (last / first)": trend.verdict.text, "reading": trend.word}]))
     for L, r in ratios.items():
@@ -1214,7 +1300,7 @@ if chapter9:  # what chapter 9's fixes won back (the section above), from the so
     if len(won):
         top = won[WON].idxmax()
         text += (f"; the one that won back the most wall time per decoded token was *{top}*, "
-                 f"{won.loc[top, WON]:.2f} ms")
+                 f"{won.loc[top, WON]:.2f} wall ms per decoded token")
         share = won.loc[top, "share of what all custom added, %"]
         text += f" ({share:.0f}% of what the all-custom model had added)" if pd.notna(share) else ""
     text += (f". A generation of the last step, *{fixes.index[-1]}*, was "
@@ -1247,7 +1333,12 @@ if not chapter9:
 #    `torch.compile` with a static KV cache does this) replays every kernel with one launch. What is left
 #    is at least the GPU-busy time per token: a floor here, which chapter 9 measured (read below when its
 #    results are present). Better kernels can then shrink the GPU-busy time itself, down to chapter 1's
-#    weight-read floor: the time it takes just to read every weight once.
+#    weight-read floor: the time it takes just to read every weight once. The eager profile's GPU-busy
+#    time is only an approximate floor: a graph over a static KV cache runs kernels of its own (chapter 9
+#    counts them: copies and indexed writes into the cache, and more elementwise and reduction kernels), so
+#    a graph step's GPU-busy time can come out somewhat higher than the eager step's. Where chapter 9's
+#    results are present, the last line below shows it (in the committed H200 run, 3.87 GPU-busy ms per
+#    decoded token for the original replayed from a graph, against 3.37 eager).
 
 # %%
 if comparison is not None:
@@ -1268,7 +1359,7 @@ if comparison is not None:
                   "ms per token": o.gpu_busy_ms_per_token, "launches per token": None}]
     road = pd.DataFrame(road)
     road["x the original's measured wall ms"] = road["ms per token"] / o.wall_ms_per_token
-    helpers.show(road.round(3))
+    helpers.show(road)
     times = lambda r: f"{r:.0f}x" if r >= 10 else f"{r:.2f}x"  # noqa: E731  (as helpers.versus writes a ratio)
     # the step itself, round by round: the all-custom model's generation time over all proj + RMSNorm's
     step = helpers.Ratio.of([x / y for x, y in zip(comparison.ratios[FULL_NAME].values,
@@ -1277,10 +1368,10 @@ if comparison is not None:
     line = (f"- **Take the attention loop out** (measured, *{ALL_PROJ}*): per decoded token "
             f"{c.wall_ms_per_token:.2f} wall ms at {c.launches:.0f} launches becomes {p.wall_ms_per_token:.2f} wall ms "
             f"at {p.launches:.0f} launches, {times(p.wall_ms_per_token / o.wall_ms_per_token)} the original's "
-            f"{o.wall_ms_per_token:.2f}"
+            f"{o.wall_ms_per_token:.2f} wall ms"
             + ("" if helpers.HAS_GPU else " (CPU mode: our launches only, interpreter time)")
             + f". Round by round, whole generations of *{FULL_NAME}* took {step.median:.2f}x "
-            f"the time of *{ALL_PROJ}*'s (quartiles {step.low:.3g}-{step.high:.3g}): "
+            f"the time of *{ALL_PROJ}*'s (quartiles {step.quartiles}): "
             + (f"{step_v.text}." if step_v.real else f"within noise ({step_v.reason})."))
     if budget is not None:
         b = budget.set_index("configuration").loc[ALL_PROJ]
@@ -1292,7 +1383,7 @@ if comparison is not None:
         lines.append(f"- **Stop paying for launches** (a floor, not a measurement): with every launch free (one "
                      f"CUDA-graph replay per step), a decoded token still costs its GPU-busy time: "
                      f"{c.gpu_busy_ms_per_token:.2f} GPU-busy ms with our kernels and {o.gpu_busy_ms_per_token:.2f} "
-                     "with PyTorch's. Two clocks, one question: the GPU time our kernels need is "
+                     "GPU-busy ms with PyTorch's. Two clocks, one question: the GPU time our kernels need is "
                      f"{share:.2f}x the eager original's wall ms per decoded token, so "
                      + ("removing launches comes first and kernel quality after."
                         if share < 1 else "even with free launches these kernels would not beat the eager original: "
@@ -1359,6 +1450,11 @@ helpers.show(readable(every.assign(yours=every["yours"].astype(float), h200=ever
 # while decoding. Here they run as the fused kernel (one launch each) and as the two-pass kernel (two launches
 # each, the input read twice), one per layer of the model. Use the budget: the work is a few kilobytes per
 # norm, the launches double. Faster, slower or the same?
+#
+# *What to expect:* **slower**, by up to about twice, no more. In GPU time each of these tiny kernels costs
+# mostly its fixed time to start, run and finish, so doubling the launches roughly doubles that part. The
+# second read of a few kilobytes adds almost nothing, and each of the two passes does only part of the fused
+# kernel's work, so the ratio should land between 1x and 2x, on a T4 as on an H200.
 
 # %%
 HIDDEN = SIZES.rmsnorm_hidden
@@ -1374,7 +1470,13 @@ result = helpers.check_answer(answer, cmp.ratios["two-pass"], cmp.floor,
 # %% [markdown]
 # **2. Same launches, sixteen times the bytes.** The budget prices a launch, not the bytes behind it. Our add
 # at `SIZES.add_sweep[0]` elements against the same add at sixteen times as many (`SIZES.add_sweep[2]`): one
-# launch each, both small next to what the GPU moves in a microsecond. Faster, slower or the same?
+# launch each, so the budget prices them alike. On the GPU's own clock, though, the bytes are not free: at
+# full size the add reads two vectors and writes one, 24 KB in float16 at 4,096 elements and 393 KB at
+# 65,536. Next to a kernel's fixed cost of a µs or two of GPU time, moving 393 KB takes a fraction of a
+# µs on an H200 (about 4.8 TB/s), and more than a µs on a T4 (320 GB/s). Expect **slower**: slightly on a
+# large GPU, where the result may sit on the series' 5% threshold (the check says so when it does),
+# clearly on a small one. (In CPU mode the interpreter works through sixteen times the elements, in more
+# programs run one after another: slower too.)
 
 # %%
 n_small, n_large = SIZES.add_sweep[0], SIZES.add_sweep[2]

@@ -9,6 +9,7 @@ on when there is no CUDA and the variable is unset) and reports JSON back (``pyt
 import importlib
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -124,6 +125,18 @@ def test_every_program_fits_its_multiprocessor(made):
         limits = SM_LIMITS[r["cc"]]
         assert 0 < r["registers"] <= 255 and 0 <= r["shared"] <= limits["shared"], r
         assert 1 <= r["programs_per_sm"] <= limits["max_programs"], r
+
+
+def test_spills_are_reported_where_the_accumulator_outgrows_the_registers(made):
+    # an fp32 accumulator of BLOCK_M x BLOCK_N over num_warps x 32 threads needs that many registers each;
+    # past 255 (the most a thread may hold) ptxas must spill, and says so
+    for r in made:
+        assert r["spill stores"] >= 0, r
+        if r["kernel"] == "matmul_kernel":
+            m, n = (int(re.search(rf"{d}(\d+)", r["label"]).group(1)) for d in ("m", "n"))
+            if m * n // (r["num_warps"] * 32) > 255:
+                assert r["spill stores"] > 0, r
+    assert any(r["spill stores"] == 0 for r in made)
 
 
 def test_programs_per_sm_names_the_limit_that_binds():

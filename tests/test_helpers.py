@@ -580,6 +580,28 @@ def test_compare_calls_has_its_own_a_a_floor(monkeypatch):
         helpers.compare_calls({"ours": 3}, lambda: "fast", rounds=1)
     with pytest.raises(ValueError, match="at least one call"):
         helpers.compare_calls({}, lambda: "fast", rounds=1)
+    with pytest.raises(ValueError, match="clock must be one of"):
+        helpers.compare_calls({"ours": lambda: "slow"}, lambda: "fast", rounds=1, clock="wall")
+
+
+def test_compare_calls_on_the_host_clock(monkeypatch):
+    monkeypatch.setattr(helpers, "HAS_GPU", True)
+    monkeypatch.setattr(helpers, "gpu_ms_per_call", lambda fn: {"fast": 1.0, "slow": 1.0}[fn()])  # the GPU: equal
+    monkeypatch.setattr(helpers, "host_ms_per_call", lambda fn, calls=None, repeats=5: {"fast": 1.0, "slow": 2.0}[fn()])
+    on_gpu = helpers.compare_calls({"ours": lambda: "slow"}, lambda: "fast", rounds=2)
+    on_host = helpers.compare_calls({"ours": lambda: "slow"}, lambda: "fast", rounds=2, clock="host")
+    assert on_gpu.ratios["ours"].median == 1.0 and on_gpu.clock == helpers.CLOCK_LABELS["gpu"]
+    assert on_host.ratios["ours"].median == 2.0 and on_host.clock == helpers.CLOCK_LABELS["host"]
+
+
+@pytest.mark.parametrize("values, text", [
+    ([0.1751, 0.1753, 0.1755], "0.1752-0.1754"),  # not 0.175-0.175
+    ([0.9996, 1.0, 1.0004], "0.9998-1.0002"),  # just off 1: enough digits to see which side
+    ([1480.0, 1500.0, 1520.0], "1490-1510"),
+    ([4.27, 4.46, 4.6], "4.37-4.53"),
+])
+def test_ratio_quartiles_are_readable(values, text):
+    assert helpers.Ratio.of(values).quartiles == text
 
 
 def test_a_comparison_records_its_ratio_with_quartiles_and_verdict(tiny, tmp_path, monkeypatch):
@@ -880,7 +902,7 @@ def test_a_timeline_summary_counts_overlapping_kernels_once():
     df = helpers.timeline_from_trace(_trace(("cuda_runtime", "cudaLaunchKernel", 0, 5), ("kernel", "a", 10, 10),
                                             ("kernel", "b", 15, 10), ("kernel", "c", 40, 10)))
     s = helpers.timeline_summary(df)
-    assert (s["host launches"], s["GPU kernels"], s["span us"], s["GPU-busy us"]) == (1, 3, 50.0, 25.0)
+    assert (s["host launches"], s["GPU kernels"], s[helpers.SPAN_US], s[helpers.BUSY_US]) == (1, 3, 50.0, 25.0)
     assert s["GPU idle fraction"] == pytest.approx(0.5)
     plt = pytest.importorskip("matplotlib.pyplot")
     fig = helpers.plot_timelines({"eager": df, "graph": df})
@@ -905,6 +927,14 @@ def test_the_roofline_draws_each_kernel_under_its_roofs():
     ax = fig.axes[0]
     assert [c.get_offsets().shape[0] for c in ax.collections] == [1, 1]
     assert "4,800 GB/s" in ax.get_legend().get_texts()[0].get_text()
+    assert ax.get_title(loc="left").startswith("Roofline of the NVIDIA H200")
+    plt.close(fig)
+    crowd = pd.DataFrame({"label": ["gate/up", "q/k/v", "down"], "group": ["fast"] * 3, "flops": [2e8] * 3,
+                          "bytes": [2e8] * 3, "gpu_ms": [0.05, 0.051, 0.052]})  # three points on one spot
+    fig = helpers.plot_roofline(crowd, slug="h200")
+    fig.canvas.draw()
+    boxes = [t.get_window_extent() for t in fig.axes[0].texts]
+    assert len(boxes) == 3 and not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
     plt.close(fig)
     with pytest.raises(ValueError, match="missing columns"):
         helpers.plot_roofline(points.drop(columns="gpu_ms"), slug="h200")
@@ -956,6 +986,11 @@ def test_regime_reads_the_two_clocks_then_the_intensity():
     assert helpers.regime(0.001, 0.005, 1e6, 2e6, "t4")[0] == "memory-bound"  # 0.5 flop/byte < ridge 203
     assert helpers.regime(None, 0.005, 1e9, 2e6, "t4")[0] == "compute-bound"  # 500 flop/byte > 203
     assert helpers.regime(0.001, None, 1e6, 2e6)[0] == "unknown"
+    # a host time within noise of the GPU time is the host waiting for the GPU: the work decides
+    assert helpers.regime(0.00510, 0.005, 1e6, 2e6, "h200")[0] == "memory-bound"
+    assert helpers.regime(0.00600, 0.005, 1e6, 2e6, "h200")[0] == "overhead-bound"
+    with pytest.raises(ValueError, match="must be positive"):
+        helpers.regime(0.001, 0.0, 1e6, 2e6)
     with pytest.raises(ValueError, match="bytes_moved must be a positive number"):
         helpers.regime(0.001, 0.005, 1e6, 0)
 
@@ -977,6 +1012,16 @@ def test_check_answer_judges_with_the_verdict(ratio, floor, word, capsys):
     assert f"does not match (measured: {word!r})" in capsys.readouterr().out
     with pytest.raises(ValueError, match="answer must be one of"):
         helpers.check_answer("quicker", ratio, floor)
+
+
+def test_check_answer_shows_its_spread_and_warns_near_the_threshold(capsys):
+    near = helpers.Ratio.of([1.04, 1.05, 1.06, 1.05])
+    helpers.check_answer(None, near, helpers.Ratio.of([0.99, 1.0, 1.01, 1.0]), change="half the elements")
+    out = capsys.readouterr().out
+    assert "quartiles 1.048-1.053 over 4 rounds" in out and "A/A floor 1.000" in out
+    assert "near the series' threshold (5% from 1)" in out
+    helpers.check_answer(None, helpers.Ratio.of([1.9, 2.0, 2.1]), None)
+    assert "near the series' threshold" not in capsys.readouterr().out
 
 
 def test_the_compiler_table_and_a_ptx_excerpt_come_from_a_compiler_process():
