@@ -913,7 +913,8 @@ def plot_roofline(points, slug: str | None = None, name: str | None = None):
         sel = points["group"] == group
         ax.scatter(intensity[sel], tflops[sel], marker=marker, s=50, label=group, zorder=3)
         for xi, yi, text in zip(intensity[sel], tflops[sel], points["label"][sel]):
-            placed.append(ax.annotate(text, (xi, yi), textcoords="offset points", xytext=(5, 3), fontsize=8))
+            placed.append(ax.annotate(text, (xi, yi), textcoords="offset points", xytext=(5, 3), fontsize=8,
+                                      arrowprops=dict(arrowstyle="-", color="0.4", lw=0.8, shrinkA=0, shrinkB=2)))
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (flop per byte moved)")
@@ -929,21 +930,28 @@ def plot_roofline(points, slug: str | None = None, name: str | None = None):
     return fig
 
 
-def _unstack_labels(fig, labels, step_pt: float = 9.0, tries: int = 12) -> None:
-    """Move point labels (``ax.annotate`` texts) down, one line at a time, until none overlaps a label placed
-    before it: nearby points (kernels of similar intensity and speed) keep readable labels."""
+def _unstack_labels(fig, labels, step_pt: float = 9.0, tries: int = 6) -> None:
+    """Move point labels (``ax.annotate`` texts with a leader line to their point) up or down, one line at a
+    time and nearest first, until none overlaps a label placed before it: nearby points (kernels of similar
+    intensity and speed) keep readable labels, each tied to its own point by its line. A label with no free
+    place within ``tries`` lines either way stays where it was."""
+    from matplotlib.text import Text
+
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
+    text_box = lambda label: Text.get_window_extent(label, renderer)  # noqa: E731 (the text, not its leader line)
     boxes = []
     for label in labels:
         x, y = label.xyann
-        for _ in range(tries):
-            box = label.get_window_extent(renderer)
-            if not any(box.overlaps(other) for other in boxes):
+        for shift in [0] + [sign * k for k in range(1, tries + 1) for sign in (-1, 1)]:
+            label.xyann = (x, y + shift * step_pt)
+            label.update_positions(renderer)
+            if not any(text_box(label).overlaps(other) for other in boxes):
                 break
-            y -= step_pt
+        else:
             label.xyann = (x, y)
-        boxes.append(label.get_window_extent(renderer))
+            label.update_positions(renderer)
+        boxes.append(text_box(label))
 
 
 # --- The machine: what a GPU is made of (chapter 1, used after) ----------------------------------
