@@ -299,11 +299,6 @@ def ptxas_usage(ptx: str) -> dict:
     return {"registers": int(used.group(1)), "spill stores": int(spills.group(1)) if spills else 0}
 
 
-def registers_per_thread(ptx: str) -> int:
-    """Registers per thread, as ptxas allocates them for the PTX's target."""
-    return ptxas_usage(ptx)["registers"]
-
-
 def programs_per_sm(registers: int, shared: int, num_warps: int, cc: int) -> tuple[int, str]:
     """How many programs of a kernel one SM can hold at once, and which limit sets it (warps, programs,
     registers or shared memory). Registers are handed out per warp in blocks of 256 (8 per thread)."""

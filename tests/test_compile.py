@@ -128,15 +128,18 @@ def test_every_program_fits_its_multiprocessor(made):
 
 
 def test_spills_are_reported_where_the_accumulator_outgrows_the_registers(made):
-    # an fp32 accumulator of BLOCK_M x BLOCK_N over num_warps x 32 threads needs that many registers each;
-    # past 255 (the most a thread may hold) ptxas must spill, and says so
+    import triton
+
+    # On sm_75 tl.dot runs on FMA, so the fp32 accumulator (BLOCK_M x BLOCK_N over num_warps x 32 threads) and
+    # the operands live in registers: a tile that takes the most a thread may hold (255), or no more than the
+    # accumulator alone needs, has spilled (chapter 4 reads the compiler table this way); every other tile has not
     for r in made:
         assert r["spill stores"] >= 0, r
-        if r["kernel"] == "matmul_kernel":
+        if r["kernel"] == "matmul_kernel" and r["cc"] == 75:
             m, n = (int(re.search(rf"{d}(\d+)", r["label"]).group(1)) for d in ("m", "n"))
-            if m * n // (r["num_warps"] * 32) > 255:
-                assert r["spill stores"] > 0, r
-    assert any(r["spill stores"] == 0 for r in made)
+            accumulator = m * n // (r["num_warps"] * 32)
+            assert (r["spill stores"] > 0) == (r["registers"] == 255 or r["registers"] <= accumulator), \
+                f"triton {triton.__version__}: {r}"
 
 
 def test_programs_per_sm_names_the_limit_that_binds():
