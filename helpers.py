@@ -595,6 +595,24 @@ def _fast_attention(module, query, key, value, attention_mask, scaling=None, dro
 
 
 _ATTENTION_FUNCTIONS = {"slow": _slow_attention, "fast": _fast_attention}
+_CAPTURES: list = []  # active capture_module_calls() blocks: each sees the attention calls made through the registry
+
+
+def _attention_entry(kind: str):
+    """What transformers calls for ``attention=kind``: the attention function, seen by any active capture."""
+    fn = _ATTENTION_FUNCTIONS[kind]
+
+    def entry(module, query, key, value, attention_mask, **kwargs):
+        for capture in _CAPTURES:
+            capture.attention(f"attention ({kind})", query,
+                              lambda: fn(module, query, key, value, attention_mask, **kwargs))
+        return fn(module, query, key, value, attention_mask, **kwargs)
+
+    entry.__name__ = fn.__name__
+    return entry
+
+
+_ATTENTION_ENTRIES = {kind: _attention_entry(kind) for kind in _ATTENTION_FUNCTIONS}
 
 
 def _register_attention(kind: str) -> str:
@@ -602,7 +620,7 @@ def _register_attention(kind: str) -> str:
     from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 
     name = ATTENTION_NAMES[kind]
-    AttentionInterface.register(name, _ATTENTION_FUNCTIONS[kind])
+    AttentionInterface.register(name, _ATTENTION_ENTRIES[kind])
     ALL_MASK_ATTENTION_FUNCTIONS.register(name, sdpa_mask)  # same masks as "sdpa"
     return name
 
@@ -711,11 +729,26 @@ class DecodeProfile:
     project_launches_per_token: float     # our Triton kernels only (any target)
     tokens_profiled: int   # new tokens of the profiled generation
     note: str = ""
+    # kind of module of ours -> ModulePrice (compare_configs(prices=True)); empty for the original, or unpriced
+    modules: dict = field(default_factory=dict)
 
     @property
     def launches(self) -> float:
         """Every CUDA kernel per token on a GPU; our own kernels only, where no GPU was profiled."""
         return self.launches_per_token if self.launches_per_token is not None else self.project_launches_per_token
+
+    @property
+    def ours_alone_ms(self) -> float:
+        """Host ms per decoded token that our modules' calls cost, each at its price alone (``ModulePrice``)."""
+        return sum(m.per_token * m.alone_us for m in self.modules.values()) / 1e3
+
+    @property
+    def torch_outside(self) -> float | None:
+        """PyTorch's launches per decoded token outside our modules' calls (every CUDA kernel minus those our
+        calls launch, theirs and ours); None where no GPU was profiled, or a call's kernels were not counted."""
+        if self.launches_per_token is None or any(m.kernels is None for m in self.modules.values()):
+            return None
+        return self.launches_per_token - sum(m.per_token * m.kernels for m in self.modules.values())
 
 
 def _device_kernels(prof) -> list:
@@ -1256,6 +1289,174 @@ def launches_per_call(fn) -> float:
     return float(sum(counted.values()))
 
 
+def host_us_alone(fn, calls: int | None = None, repeats: int = 3, reset=None) -> float:
+    """Host µs to issue one call of ``fn`` on its own: the median of ``repeats`` loops of ``calls`` calls, each
+    loop timed from a synchronised start to its last call returning, without waiting for the GPU to finish
+    (the wait comes after the clock stops). What the host pays per call before the GPU does anything; in CPU
+    mode the interpreter runs the kernels inside the call, so it is the interpreter's time. ``reset`` (if
+    given) runs before each loop, untimed: it puts back what the calls change (a KV cache they append to)."""
+    calls = calls or (20 if HAS_GPU else 1)
+    reset = reset or (lambda: None)
+    reset()
+    fn()  # warm-up: compilation and caches
+    _sync()
+    loops = []
+    with _no_gc():
+        for _ in range(repeats):
+            reset()
+            _sync()
+            start = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            loops.append((time.perf_counter() - start) / calls)
+            _sync()
+    return statistics.median(loops) * 1e6
+
+
+@dataclass
+class ModuleCall:
+    """One kind of module of ours as a decode step calls it (``capture_module_calls``)."""
+    kind: str          # the class, with its mode ("TritonRMSNorm(fused)"), or the attention ("attention (fast)")
+    per_token: float   # calls per decoded token, made from outside any other module of ours
+    replay: object     # a function making one captured decode-step call again, with the same arguments
+    kernels: float | None = None  # CUDA kernels one call launches (ours and PyTorch's); None until counted, or on CPU
+    ours: float = 0.0  # our Triton launches per call
+    reset: object = None  # puts the captured KV cache back as it was at the captured call (None: nothing to put back)
+
+
+@dataclass
+class ModulePrice:
+    """What one kind of module of ours costs per decoded token: calls, price alone, kernels per call."""
+    per_token: float      # calls per decoded token
+    alone_us: float       # host µs per call on its own (``host_us_alone``), median over the rounds
+    kernels: float | None  # CUDA kernels per call (None in CPU mode)
+    quartiles: str = "-"  # of the alone price over the rounds
+
+
+def _module_kind(module) -> str:
+    mode = getattr(module, "mode", None)
+    return type(module).__name__ + (f"({mode})" if isinstance(mode, str) else "")
+
+
+def _is_ours(module) -> bool:
+    return type(module).__module__.split(".")[0] == "kernels"
+
+
+class _Capture:
+    """Counts and captures the calls of our modules that no other module of ours makes (see capture_module_calls)."""
+
+    def __init__(self):
+        self.depth, self.forwards, self.counting = 0, 0, False
+        self.counts: dict = {}
+        self.replays: dict = {}
+        self.resets: dict = {}
+
+    def _seen(self, kind: str, is_decode: bool, replay) -> None:
+        if not self.counting or self.depth:
+            return
+        self.counts[kind] = self.counts.get(kind, 0) + 1
+        if is_decode and self.forwards > 1 and kind not in self.replays:  # a decode step, not the prefill
+            self.replays[kind] = replay
+
+    def attention(self, kind: str, query, replay) -> None:
+        self._seen(kind, query.shape[-2] == 1, replay)
+
+    def pre(self, module, args, kwargs) -> None:
+        if not self.depth:
+            call_kwargs = dict(kwargs)
+            kind = _module_kind(module)
+            fresh = kind not in self.replays
+            self._seen(kind, True, lambda: module(*args, **call_kwargs))
+            if fresh and kind in self.replays:
+                self.resets[kind] = _cache_reset(call_kwargs.get("past_key_values"))
+        self.depth += 1
+
+    def post(self, module, args, output) -> None:
+        self.depth -= 1
+
+
+def _cache_reset(cache):
+    """A function putting ``cache`` (a transformers cache, or None) back to its state now; None if there is nothing
+    to put back. Its layers' keys and values are replaced on every update, never written in place, so holding
+    on to the tensors it has now keeps the state it has now."""
+    layers = getattr(cache, "layers", None)
+    if not layers:
+        return None
+    saved = [(layer, layer.keys, layer.values) for layer in layers if hasattr(layer, "keys")]
+
+    def reset():
+        for layer, keys, values in saved:
+            layer.keys, layer.values = keys, values
+
+    return reset
+
+
+def capture_module_calls(model, ids: torch.Tensor, new_tokens: int, use_cache: bool = True) -> dict:
+    """Call inside a ``patched`` block: kind -> ``ModuleCall`` for every kind of module of ours that a
+    decoded token calls from outside another of ours (a ``FastDecoderLayer``, not the ``GemvLinear`` inside
+    it), and the attention function where transformers calls it. Calls per token come from a
+    ``new_tokens``-token generation minus a 1-token one (prefill excluded); each kind's replay is its first
+    call of a decode step, made again with the same arguments under ``torch.inference_mode``. A replay of an
+    attention block appends one more position to the captured cache (the captured generation's own); its
+    ``reset`` puts the cache back as it was at the captured call, so that replays start from the keys the
+    decode step saw (more keys can change the kernels: the decode attention splits long ones). Kinds are
+    counted by the module's class, so two shapes of one class (q_norm and the layer norm) share one price,
+    the first one met."""
+    if new_tokens < 2:
+        raise ValueError(f"new_tokens must be at least 2 (one decoded token past the prefill), got {new_tokens}")
+    capture = _Capture()
+    mods = [m for m in model.modules() if _is_ours(m)]
+    hooks = [m.register_forward_pre_hook(capture.pre, with_kwargs=True) for m in mods]
+    hooks += [m.register_forward_hook(capture.post) for m in mods]
+
+    def forward(_module, _args):
+        capture.forwards += 1
+
+    hooks.append(model.register_forward_pre_hook(forward))
+    _CAPTURES.append(capture)
+    counts = []
+    try:
+        for n in (new_tokens, 1):
+            capture.counts, capture.forwards, capture.counting = {}, 0, True
+            _generate(model, ids, n, use_cache)
+            capture.counting = False
+            counts.append(capture.counts)
+    finally:
+        _CAPTURES.remove(capture)
+        for h in hooks:
+            h.remove()
+    many, one = counts
+
+    def in_inference(replay):
+        def call():
+            with torch.inference_mode():
+                return replay()
+        return call
+
+    out = {}
+    for kind, n in many.items():
+        per_token = (n - one.get(kind, 0)) / (new_tokens - 1)
+        if per_token > 0 and kind in capture.replays:
+            out[kind] = ModuleCall(kind, per_token, in_inference(capture.replays[kind]), reset=capture.resets.get(kind))
+    return out
+
+
+def count_module_calls(calls: dict) -> None:
+    """Fill each ``ModuleCall``'s kernels per call (torch.profiler, on a GPU) and our launches per call."""
+    for call in calls.values():
+        reset = call.reset or (lambda: None)
+        reset()
+        call.replay()
+        _sync()
+        reset()
+        with kernels.count_launches() as counted:
+            call.replay()
+        call.ours = float(sum(counted.values()))
+        reset()
+        call.kernels = float(_kernel_stats(call.replay)[0]) if HAS_GPU else None
+        reset()
+
+
 @dataclass
 class LaunchPrices:
     """Host time of one launch that does no work: what every kernel costs before it runs."""
@@ -1327,6 +1528,64 @@ def fit_launch_budget(profiles: dict, fitted_on: tuple) -> LaunchBudget:
         raise ValueError(f"fitted_on: {fitted_on} launch the same mix of kernels; pick two that differ "
                          "(e.g. the original, with no launch of ours, and one with many)")
     return LaunchBudget(torch_us=(e * d - b * f) / det, ours_us=(a * f - e * c) / det, fitted_on=tuple(fitted_on))
+
+
+@dataclass
+class ModuleBudget:
+    """The launch budget priced module by module.
+
+    A decoded token costs the host its PyTorch launches outside our modules, each at ``torch_us``, plus
+    every call of a module of ours at the price that call costs on its own (``DecodeProfile.ours_alone_ms``:
+    measured in the same rounds as the wall times, ``compare_configs(prices=True)``) times ``in_situ``: how
+    much dearer our modules are inside the model than alone (the caches hold the rest of the step too). The
+    GPU's work runs while the host is still launching, so the token takes the longer of the two:
+    ``max(host, GPU-busy)``. ``torch_us`` is the original's wall ms per token over its launches (the first
+    of ``fitted_on``: it calls no module of ours), and ``in_situ`` is solved from the second; every other
+    configuration is predicted. In CPU mode no PyTorch launch is counted: the original's whole wall time is
+    the base (``base_ms``) and only our calls are priced on top.
+    """
+    torch_us: float     # host µs per PyTorch launch outside our modules (0 in CPU mode)
+    in_situ: float      # our modules' host time in the model over their price alone
+    fitted_on: tuple    # (the original, the configuration in_situ was solved from)
+    base_ms: float = 0.0  # CPU mode: the original's wall ms per token
+
+    def host_ms(self, profile: DecodeProfile) -> float:
+        torch_part = (profile.torch_outside or 0.0) * self.torch_us / 1e3
+        return self.base_ms + torch_part + self.in_situ * profile.ours_alone_ms
+
+    def predict_ms(self, profile: DecodeProfile) -> float:
+        """Wall ms per decoded token: the longer of host work and GPU-busy time."""
+        return max(self.host_ms(profile), profile.gpu_busy_ms_per_token or 0.0)
+
+    def implied_in_situ(self, profile: DecodeProfile) -> float | None:
+        """The in-situ factor that would put ``profile`` exactly on its measured wall time (None: no call of ours)."""
+        if not profile.ours_alone_ms:
+            return None
+        rest = profile.wall_ms_per_token - self.base_ms - (profile.torch_outside or 0.0) * self.torch_us / 1e3
+        return rest / profile.ours_alone_ms
+
+
+def fit_module_budget(profiles: dict, fitted_on: tuple) -> ModuleBudget:
+    """``ModuleBudget`` from two configurations of ``profiles`` (name -> DecodeProfile, priced): the first
+    calls no module of ours (the original) and sets the PyTorch price, the second sets the in-situ factor."""
+    if len(fitted_on) != 2 or any(name not in profiles for name in fitted_on):
+        raise ValueError(f"fitted_on: name two of {list(profiles)}, got {fitted_on!r}")
+    base, other = (profiles[name] for name in fitted_on)
+    if base.modules:
+        raise ValueError(f"fitted_on[0]: {fitted_on[0]!r} calls modules of ours ({sorted(base.modules)}); the "
+                         "PyTorch price is solved from one that calls none (the original)")
+    if not other.modules:
+        raise ValueError(f"fitted_on[1]: {fitted_on[1]!r} has no priced module of ours; compare it with "
+                         "compare_configs(..., prices=True) and pick one that calls ours")
+    if base.launches_per_token is None:  # CPU mode: no PyTorch launch counted
+        budget = ModuleBudget(0.0, 1.0, tuple(fitted_on), base_ms=base.wall_ms_per_token)
+    else:
+        if other.torch_outside is None:
+            raise ValueError(f"profiles[{fitted_on[1]!r}]: its modules' kernels per call were not counted "
+                             "(compare_configs(..., profile=True, prices=True))")
+        budget = ModuleBudget(1e3 * base.wall_ms_per_token / base.launches_per_token, 1.0, tuple(fitted_on))
+    budget.in_situ = budget.implied_in_situ(other)
+    return budget
 
 
 # --- A decode step without the host: a static KV cache and one CUDA graph per step -------------
@@ -1531,6 +1790,8 @@ class Comparison:
     first_seconds: dict = field(default_factory=dict)  # name -> per-round seconds of a 1-token generation
     counts: dict = field(default_factory=dict)  # name -> (launches, GPU-busy ms, our launches) per decoded token
     profiled_tokens: int = 0  # new tokens of each profiled generation (profile=...)
+    module_calls: dict = field(default_factory=dict)  # name -> {kind: ModuleCall} (prices=...)
+    module_us: dict = field(default_factory=dict)     # name -> {kind: [host µs per call alone, one per round]}
 
     @property
     def floor(self) -> Ratio:
@@ -1586,7 +1847,15 @@ class Comparison:
         if not HAS_GPU:
             note += "; CPU mode: launches are our Triton kernels only, wall is interpreter time"
         idle = None if busy is None else max(0.0, 1 - busy / wall)
-        return DecodeProfile(launches, busy, wall, idle, ours, self.profiled_tokens, note)
+        return DecodeProfile(launches, busy, wall, idle, ours, self.profiled_tokens, note, self.module_prices(name))
+
+    def module_prices(self, name: str) -> dict:
+        """kind -> ``ModulePrice`` for ``name``'s modules of ours (compare_configs(prices=True)); empty if unpriced."""
+        out = {}
+        for kind, call in self.module_calls.get(name, {}).items():
+            r = Ratio.of(self.module_us[name][kind])
+            out[kind] = ModulePrice(call.per_token, r.median, call.kernels, r.quartiles)
+        return out
 
     def record(self, name: str, id: str, note: str = "") -> Verdict:
         """Record the time ratio of ``name`` to the original under ``id`` ("x slower"), with its quartiles
@@ -1619,7 +1888,8 @@ class Comparison:
 
 
 def compare_configs(model, configs: dict, prompt_len: int | None = None, new_tokens: int | None = None,
-                    rounds: int | None = None, tokenizer=None, seed: int = 0, profile=False) -> Comparison:
+                    rounds: int | None = None, tokenizer=None, seed: int = 0, profile=False,
+                    prices=False) -> Comparison:
     """Tokens/s of several configurations of ``model``, interleaved so that host noise hits all alike.
 
     ``configs`` maps a name to the keyword arguments of ``patched`` (``{}`` is the original; a key
@@ -1632,7 +1902,11 @@ def compare_configs(model, configs: dict, prompt_len: int | None = None, new_tok
     each configuration's time is divided by the original's time of the same round. When
     ``new_tokens`` > 1, each generation is followed by a 1-token one, so that the wall time per decoded token
     (``Comparison.decode_ms``) comes from the same rounds. ``profile`` (True, or names) also counts launches
-    and GPU-busy time per decoded token after the rounds (``Comparison.profile``).
+    and GPU-busy time per decoded token after the rounds (``Comparison.profile``). ``prices`` (True, or names;
+    configurations that ``generate()`` eagerly) also prices their modules of ours: the warm-up captures one
+    decode-step call of each kind (``capture_module_calls``), and in every round, right after the
+    configuration's generations, each kind's call is timed on its own (``host_us_alone``), so the prices
+    see the same host as the wall times (``DecodeProfile.modules``, ``ModuleBudget``).
     """
     prompt_len = SIZES.prompt_len if prompt_len is None else prompt_len
     new_tokens = SIZES.new_tokens if new_tokens is None else new_tokens
@@ -1654,6 +1928,13 @@ def compare_configs(model, configs: dict, prompt_len: int | None = None, new_tok
         raise ValueError(f"profile: {unknown} are not configurations here; choose from {list(every)}")
     if to_profile and new_tokens < 2:
         raise ValueError("profile: counting per decoded token needs new_tokens >= 2")
+    eager = [n for n in every if n != ORIGINAL_AGAIN and split_config(every[n])[1] == "generate"]
+    to_price = eager if prices is True else list(prices or ())
+    bad = [n for n in to_price if n not in eager]
+    if bad:
+        raise ValueError(f"prices: {bad} are not configurations here that generate() eagerly; choose from {eager}")
+    if to_price and new_tokens < 2:
+        raise ValueError("prices: counting calls per decoded token needs new_tokens >= 2")
     ids = make_prompt(prompt_len, tokenizer, model.config.vocab_size)
 
     for name, config in every.items():  # bad decoders fail here, before any run
@@ -1668,10 +1949,17 @@ def compare_configs(model, configs: dict, prompt_len: int | None = None, new_tok
         return generate_with(model, every[name], ids, n)[1]
 
     per_token = new_tokens > 1
-    for name in every:  # warm-up: every shape and specialisation met once, untimed
-        run(name, new_tokens)
+    calls = {}
+    for name in every:  # warm-up: every shape and specialisation met once, untimed (and the calls to price captured)
+        if name in to_price:
+            kwargs, _, use_cache = split_config(every[name])
+            with patched(model, **kwargs):
+                calls[name] = capture_module_calls(model, ids, new_tokens, use_cache)
+        else:
+            run(name, new_tokens)
     seconds = {name: [] for name in every}
     first = {name: [] for name in every} if per_token else {}
+    alone = {name: {kind: [] for kind in calls[name]} for name in calls}
     orders = []
     for r in progress(range(rounds), desc="rounds"):
         order = _shuffled(every, r, seed)
@@ -1680,6 +1968,8 @@ def compare_configs(model, configs: dict, prompt_len: int | None = None, new_tok
             seconds[name].append(run(name, new_tokens))
             if per_token:
                 first[name].append(run(name, 1))
+            for kind, call in calls.get(name, {}).items():  # the same host, right after its generations
+                alone[name][kind].append(host_us_alone(call.replay, reset=call.reset))
     ratios = _ratios_to(seconds, ORIGINAL)
     tps = {name: new_tokens / statistics.median(ts) for name, ts in seconds.items()}
     counts = {}
@@ -1688,7 +1978,10 @@ def compare_configs(model, configs: dict, prompt_len: int | None = None, new_tok
         kwargs, decoder, use_cache = split_config(every[name])
         with patched(model, **kwargs):
             counts[name] = _count_decode(model, ids, n, use_cache, decoder)
-    return Comparison(tps, seconds, ratios, orders, prompt_len, new_tokens, first, counts, n if counts else 0)
+    for name in calls:  # after the rounds: the profiler's bookkeeping stays out of the timed part
+        count_module_calls(calls[name])
+    return Comparison(tps, seconds, ratios, orders, prompt_len, new_tokens, first, counts, n if counts else 0,
+                      calls, alone)
 
 
 # --- Kernel against kernel, on one clock, with its own A/A floor ---------------------------------

@@ -18,7 +18,8 @@
 # - how fused kernels (a flash-decoding attention, one-launch RMSNorm, residual add + RMSNorm, matrix-vector
 #   projections, q/k norm + RoPE) cut the launches per token, and how a CUDA graph cuts the host's
 #   launches to one per token;
-# - how well chapter 8's launch budget predicts each step from its launch counts alone;
+# - how well chapter 8's launch budget predicts each step from its launch counts and the price of each of
+#   our modules, measured on its own;
 # - what one decode step looks like on a timeline, eager against replayed from a graph, and why the graph's
 #   step holds more kernels than the eager one;
 # - where the fast kernels sit on a roofline beside the slow kernels of chapters 2 to 5;
@@ -82,6 +83,7 @@ import colab_setup
 colab_setup.prepare()
 
 # %%
+import dataclasses
 import inspect
 import re
 import textwrap
@@ -366,8 +368,12 @@ helpers.md(read_agreement(first, first_graph, N, float(chapter6_rows["value"].il
 # `SIZES.prompt_len`-token prompt, then a one-token generation, so that the wall ms per decoded token
 # (prefill excluded) come from the same rounds. A graph configuration builds its static cache and captures
 # its step in every run, before the timed part; transformers' compiled path compiles once, in the untimed
-# warm-up. After the rounds, `profile=True` counts each configuration's kernels and GPU-busy time per
-# decoded token with `torch.profiler`.
+# warm-up. `prices=True` prices the modules of ours in every step launched from Python: the warm-up captures
+# one decode-step call of each kind of module of ours that the step calls from outside another of ours (a
+# `TritonRMSNorm`, a `GemvLinear`, a `FastMLP`, a whole `FastDecoderLayer`, the attention), and in every
+# round, right after the step's generations, each call is timed on its own on the host's clock, so the
+# prices see the same host as the wall times. After the rounds, `profile=True` counts each configuration's
+# kernels and GPU-busy time per decoded token with `torch.profiler`.
 #
 # Two clocks, named wherever a time appears: **wall** is the host's clock (synchronised) per decoded token
 # or per generation, what a user waits for; **GPU-busy** is the profiler's summed kernel time per decoded
@@ -379,7 +385,7 @@ with warnings.catch_warnings():
     # transformers' compiled path: inductor warns that float32 matmuls could use TF32 tensor cores. The model runs
     # in float16, so the precision of float32 matmuls is not ours to change here: we leave it, and the warning out.
     warnings.filterwarnings("ignore", message="TensorFloat32 tensor cores", category=UserWarning)
-    comparison = helpers.compare_configs(model, CONFIGS, tokenizer=tokenizer, profile=True)
+    comparison = helpers.compare_configs(model, CONFIGS, tokenizer=tokenizer, profile=True, prices=True)
 profiles = {name: comparison.profile(name) for name in comparison.counts}
 floor = comparison.floor
 print(f"{len(comparison.orders)} shuffled rounds, prompt {comparison.prompt_len} tokens, "
@@ -389,47 +395,62 @@ print(f"{len(comparison.orders)} shuffled rounds, prompt {comparison.prompt_len}
 # %% [markdown]
 # ## Predict each step from its launches
 #
-# Chapter 8's launch budget prices a decoded token from what it launches: a price per PyTorch launch and a
-# price per launch of ours (the host's work around each), plus the GPU-busy time on top. The host's speed
-# differs from one process to the next by more than the spread inside one, so the prices come from this
-# run: they are fitted on two of its configurations, the original (no launch of ours) and the all-custom
-# model (thousands), and those two rows are fits, not predictions. Every other step is predicted from its
-# launch counts and GPU-busy time alone, with prices that have not seen its time.
+# Chapter 8's launch budget (`helpers.ModuleBudget`) prices a decoded token from what the host does for it:
+#
+# - each PyTorch launch outside our modules at one price, the original's wall ms per token over its launches
+#   (the framework's Python around each op included);
+# - each call of a module of ours at its own price: the host time of that call on its own, measured in the
+#   same rounds (a `FastDecoderLayer` call launches a dozen kernels, a `TritonRMSNorm` call one, and their
+#   Python differs as much), times one *in-situ factor*: how much dearer our calls are inside the model,
+#   where the rest of the step competes for the host's caches, than in a loop on their own;
+# - the GPU works while the host is still launching, so the token takes the longer of the two:
+#   `max(host, GPU-busy)`.
+#
+# The host's speed differs from one process to the next by more than the spread inside one, so both fitted
+# numbers come from this run: the PyTorch price from the original alone (it calls no module of ours), the
+# in-situ factor from the all-custom model. Those two rows are fits, not predictions. Every other step is
+# predicted from its launch counts, its modules' prices alone and its GPU-busy time, with numbers that have
+# not seen its time.
 #
 # A step replayed from a CUDA graph launches once per token, so there is no launch budget to pay: its
 # prediction is its GPU-busy time per token, the time the GPU needs with the host out of the way. In CPU
 # mode there are no PyTorch launches to count and no GPU time: the prediction is the original's wall time
-# plus our launches times the interpreter's price per launch of ours.
+# plus our modules' calls at their interpreter prices alone, times the factor.
 
 # %%
 def launch_prices():
-    """(LaunchBudget, where its prices come from, the configurations of this run they were fitted on)."""
+    """(ModuleBudget, where its numbers come from, the configurations of this run they were fitted on)."""
     fitted = (ORIGINAL, START)
+    budget = helpers.fit_module_budget(profiles, fitted)
+    ours = f"our modules' calls at their prices alone x {budget.in_situ:.2f} in the model (fitted on *{START}*)"
     if helpers.HAS_GPU:
-        budget = helpers.fit_launch_budget(profiles, fitted)
-        return (budget, f"fitted on this run's *{ORIGINAL}* and *{START}* ({budget.torch_us:.1f} µs per PyTorch "
-                        f"launch, {budget.ours_us:.1f} µs per launch of ours)", fitted)
-    o, c = profiles[ORIGINAL], profiles[START]  # CPU: one price, the interpreter's per launch of ours
-    ours_us = 1e3 * (c.wall_ms_per_token - o.wall_ms_per_token) / c.project_launches_per_token
-    return (helpers.LaunchBudget(0.0, ours_us, fitted),
-            f"fitted on this run's *{ORIGINAL}* and *{START}* ({ours_us:.0f} interpreter µs per launch of ours)", fitted)
+        return (budget, f"PyTorch's launches at {budget.torch_us:.1f} host µs each (fitted on this run's *{ORIGINAL}* "
+                        f"alone), {ours}", fitted)
+    return budget, f"the original's interpreter time as the base, {ours}, in interpreter time", fitted
 
 
 def predict_ms(name: str, p, budget) -> float:
-    """Predicted wall ms per decoded token of ``name`` from its profile ``p`` (launch counts, GPU-busy time)."""
+    """Predicted wall ms per decoded token of ``name`` from its profile ``p`` (launch counts, prices, GPU-busy)."""
     if graphed(name):
         return p.gpu_busy_ms_per_token  # one host launch per token: what is left is the GPU's work
-    if helpers.HAS_GPU:
-        return budget.predict_ms(p)
-    return profiles[ORIGINAL].wall_ms_per_token + budget.host_ms(p)  # CPU: ours counted, PyTorch's part measured
+    return budget.predict_ms(p)
+
+
+def twin(name: str) -> str:
+    """The configuration that generate()s with the same modules: a graph row's eager twin, else itself."""
+    if decoder_of(name) != "graph":
+        return name
+    kwargs = {k: v for k, v in CONFIGS[name].items() if k != "decoder"}
+    return ORIGINAL if not kwargs else next(n for n in STEPS if CONFIGS[n] == kwargs)
+
+
+if not helpers.HAS_GPU:  # CPU mode steps a graph row eagerly: it makes its eager twin's calls, at their prices
+    profiles.update({n: dataclasses.replace(profiles[n], modules=profiles[twin(n)].modules)
+                     for n in profiles if twin(n) != n})
 
 
 def role(name: str, fitted: tuple) -> str:
-    if name in fitted:
-        return "fitted"
-    if not helpers.HAS_GPU and name == ORIGINAL:
-        return "base (the original's own time)"
-    return "predicted"
+    return "fitted" if name in fitted else "predicted"
 
 
 budget, price_source, FITTED = launch_prices()
@@ -438,7 +459,9 @@ predictions = {name: predict_ms(name, profiles[name], budget) for name in PREDIC
 predicted_table = pd.DataFrame([{
     "configuration": name, "how": ("GPU-busy time (one graph launch per token)" if graphed(name) else "launch budget"),
     "kernels per token": profiles[name].launches,
-    "our launches from Python per token": profiles[name].project_launches_per_token,
+    "PyTorch launches outside our modules": "-" if graphed(name) else helpers.fmt(profiles[name].torch_outside, 0),
+    "calls of our modules per token": sum(m.per_token for m in profiles[name].modules.values()),
+    "our calls alone, host ms per token": profiles[name].ours_alone_ms,
     "GPU-busy ms per token": helpers.fmt(profiles[name].gpu_busy_ms_per_token),
     "predicted wall ms per token": predictions[name], "role": role(name, FITTED)} for name in PREDICTED])
 print(f"prices: {price_source}")
@@ -536,9 +559,9 @@ if COMPILED is None:
 # the launch budget, for the steps launched from Python kernel by kernel, and the GPU-busy time alone, for
 # the configurations replayed from a CUDA graph.
 #
-# The table below rounds to two decimals, so a last zero is padding: 1.540 is 1.54. Tables elsewhere in the
-# chapter carry other digits, and a value that sits on a 5 can print one digit apart in two of them (in the
-# committed H200 run, step 4's 21.175 wall ms reads 21.18 in the staircase's table and 21.17 here).
+# The table below rounds to two decimals, so a last zero is padding: 1.380 is 1.38. Tables elsewhere in the
+# chapter carry other digits, and a value that sits on a 5 can print one digit apart in two of them (1.255 in
+# one table, 1.25 or 1.26 in another). The error % is computed from the unrounded times.
 
 # %%
 BAR = helpers.PREDICTION_BAR
@@ -607,10 +630,10 @@ def read_predictions(judged: pd.DataFrame, source: str) -> str:
                  + ", ".join(f"*{n}* {judged.loc[n, 'measured wall ms per token']:.2f} wall ms against "
                              f"{judged.loc[n, 'predicted wall ms per token']:.2f} GPU-busy ms" for n in graph_rows) + ".")
     if any(not graphed(n) for n in misses.index):
-        text += " The next table says where the launch budget's misses come from."
+        text += " The price list below says where the launch budget's misses come from."
     if not helpers.HAS_GPU:
-        text += (" CPU mode: the interpreter runs every program of a kernel in numpy, so a launch's price grows with "
-                 "its grid, and one average price per launch can miss by far; on a GPU the prices are the host's.")
+        text += (" CPU mode: every time here is the interpreter's, which runs each program of a kernel in numpy; "
+                 "on a GPU the prices are the host's.")
     return text
 
 
@@ -619,27 +642,22 @@ helpers.md(read_predictions(judged, price_source))
 # %% [markdown]
 # ### Each step's own saving
 #
-# A step's prediction is the step before's prediction minus the saving the budget predicts for the fix, so an
-# error made at one step is carried into every step after it. To judge each fix by itself, set its predicted
-# saving (wall ms per decoded token: the host launches it removes at the two prices, plus the GPU-busy ms
-# it cuts) beside its measured saving (the step before's wall ms minus its own), and split the step's error
-# in two: its **own** (the prediction rebuilt on the step before's *measured* wall ms: measured before minus
-# predicted saving) and the part it **inherits** from the step before's prediction. The two add up to the
-# step's error %.
+# Each step is predicted from its own counts and prices, so the saving the budget predicts for a fix is the
+# difference of two predictions, and a step's error mixes what the budget got wrong about the fix with what it
+# got wrong about everything the step shares with the step before. To judge each fix by itself, set its
+# predicted saving (the step before's predicted wall ms minus its own) beside its measured saving (the step
+# before's wall ms minus its own), and split the step's error in two: its **own** (the prediction rebuilt on
+# the step before's *measured* wall ms: measured before minus predicted saving) and the part it **inherits**
+# from the step before's prediction. The two add up to the step's error %. Beside them, the fix's saving on
+# each side of `max(host, GPU-busy)`: the host ms it removes (launches and calls at their prices) and the
+# GPU-busy ms; only the longer side reaches the wall.
 #
 # The own error is a share of the step's measured wall ms, not of its saving: a fix whose saving is small
-# next to the token can miss its saving by several times and still hold (in the committed H200 run, *2.
-# fused RMSNorm* saved 1.79 of a predicted 4.89 wall ms per decoded token, and *3b. fused MLP* 3.27 of a
-# predicted 0.83, and both held). Read the predicted and measured saving columns side by side: "held" says
-# the step's wall ms was predicted well from the step before's measurement, not that the fix's saving was.
-# The same goes for "judged by its own saving" in the takeaway at the end.
-#
-# Where a measured saving prints negative, the step's token got longer, not shorter, and the share of its
-# GPU-busy saving that "reached the wall" (in the reading below) prints negative with it. Read "barely
-# shortened the token" there as "did not shorten it": the GPU work the fix removed was hidden behind the
-# host, so the wall moved with the host's time and the noise alone (the implied prices in the next section
-# show the host's part). Judge such a step by its per-generation verdict against the step before, which the
-# reading also prints.
+# next to the token can miss its saving by several times and still hold. Read the predicted and measured
+# saving columns side by side: "held" says the step's wall ms was predicted well from the step before's
+# measurement, not that the fix's saving was. A measured saving that prints negative is a token that got
+# longer; judge such a step by its per-generation verdict against the step before, which the reading also
+# prints.
 
 # %%
 def host_launches(name: str) -> float:
@@ -658,8 +676,8 @@ def saving_row(name: str, before: str) -> dict:
     predicted, measured = predictions[before] - predictions[name], wall[before] - wall[name]
     own = 100 * ((wall[before] - predicted) / wall[name] - 1)
     return {"step": name, "host launches removed": host_launches(before) - host_launches(name),
-            "predicted saving: launches (host ms)": budget.host_ms(profiles[before]) - budget.host_ms(profiles[name]),
-            "predicted saving: GPU-busy ms": gpu_saved(before, name),
+            "host ms saved (predicted)": budget.host_ms(profiles[before]) - budget.host_ms(profiles[name]),
+            "GPU-busy ms saved": gpu_saved(before, name),
             "predicted saving (wall ms)": predicted, "measured saving (wall ms)": measured,
             "step's verdict (per generation)": vs_before_verdict[name].text,
             "own error %": own, f"own {WITHIN}": held(own),
@@ -671,46 +689,23 @@ savings = pd.DataFrame([saving_row(n, steps_before[n]) for n in BUDGET_STEPS]).s
 helpers.show(savings.map(lambda v: round(v, 2) if isinstance(v, float) else v))
 
 
-def hidden_shares(savings: pd.DataFrame) -> dict:
-    """For the steps whose predicted saving is mostly GPU-busy time: the share of that GPU-busy saving that
-    reached the wall (measured saving less the launches' part, over the GPU-busy part). 1: the token waited for
-    that GPU work, as ``host + GPU`` assumes; near 0: the work had run while the host was still launching."""
-    shares = {}
-    for n, row in savings.iterrows():
-        gpu, host = row["predicted saving: GPU-busy ms"], row["predicted saving: launches (host ms)"]
-        if isinstance(gpu, float) and gpu > 0 and gpu > abs(host):
-            shares[n] = (row["measured saving (wall ms)"] - host) / gpu
-    return shares
-
-
 def read_savings(savings: pd.DataFrame, judged: pd.DataFrame) -> str:
     """Each step's predicted saving against its measured one, in words: which misses are a step's own and which
-    it inherits from an earlier step; where a step's own saving missed, whether its GPU-busy saving reached the
-    wall; and which measured savings lie within noise, so that no mechanism is read from them."""
+    it inherits from an earlier step, and which measured savings lie within noise, so that no mechanism is read
+    from them."""
     own_ok = savings[savings[f"own {WITHIN}"] == "yes"]
     text = (f"Judged by its own saving, {len(own_ok)} of {len(savings)} steps held {WITHIN}: "
             + "; ".join(f"*{n}* was predicted to save {r['predicted saving (wall ms)']:.2f} wall ms per token and "
                         f"saved {r['measured saving (wall ms)']:.2f} wall ms (own error {signed_pct(r['own error %'])})"
                         for n, r in savings.iterrows()) + ". ")
-    shares = hidden_shares(savings)
     for n, r in savings.iterrows():
         v, ratio = vs_before_verdict[n], vs_before[n]
         if r[f"own {WITHIN}"] == "no":
-            text += (f"*{n}*'s own miss: of its predicted saving of {r['predicted saving (wall ms)']:.2f} wall ms, "
-                     f"{r['predicted saving: launches (host ms)']:.2f} ms came from launches "
+            text += (f"*{n}*'s own miss: the budget expected {r['host ms saved (predicted)']:.2f} host ms saved "
                      f"({r['host launches removed']:.0f} host launches removed)")
-            gpu = r["predicted saving: GPU-busy ms"]
-            text += f" and {gpu:.2f} ms from GPU-busy time" if isinstance(gpu, float) else ""
-            if n in shares:
-                text += f"; {100 * shares[n]:.0f}% of that GPU-busy saving reached the wall"
-                text += (". The GPU's work it removed had been running while the host was still launching, hidden "
-                         "behind it, so removing it barely shortened the token; the additive `host + GPU` form "
-                         "credits it in full, as if the token had waited for it. "
-                         if shares[n] < 0.5 else
-                         ". Most of the GPU-busy saving did reach the wall; the rest of the miss is the launches' "
-                         "price (the next table). ")
-            else:
-                text += ": its launches did not cost the host what the budget's average prices say (the next table). "
+            gpu = r["GPU-busy ms saved"]
+            text += f" and {gpu:.2f} GPU-busy ms" if isinstance(gpu, float) else ""
+            text += f"; the wall moved by {r['measured saving (wall ms)']:.2f} ms. "
             if not v.real:
                 text += (f"Per generation the step is within noise of the one before ({ratio.median:.3f}x; {v.reason}): "
                          "the wall barely moved. ")
@@ -733,121 +728,61 @@ def read_savings(savings: pd.DataFrame, judged: pd.DataFrame) -> str:
 helpers.md(read_savings(savings, judged))
 
 # %% [markdown]
-# ### What one launch of ours costs the host, step by step
+# ### The price list: what one call of ours costs the host
 #
-# The budget has one price for every launch of ours, fitted on the all-custom model's mix of launches. A
-# launcher's Python (input checks, allocations, choosing a tile or a number of splits) differs from kernel to
-# kernel, so each step's own measurement implies its own price: its wall ms per decoded token, less its
-# PyTorch launches at the fitted PyTorch price, less its GPU-busy time where the token waits for it, over its
-# launches of ours. The table has both forms: with the GPU-busy time taken off (the model's form) and with it
-# left in (the GPU's work hidden behind the host's). In the hidden form a step's error splits exactly in two:
-# the GPU-busy ms the model adds on top, less what its launches of ours cost beyond the fitted price. In CPU
-# mode the original's wall time is the base, as in the prediction, and there is no GPU-busy time.
-#
-# Every ms in this table and its reading is per decoded token: the GPU-busy ms, the host ms of the
-# launches of ours beyond the fitted price, and the error column, their difference, which is the step's
-# prediction error in wall ms per decoded token (predicted minus measured: the error % of the prediction
-# table above, times the step's measured wall ms).
+# Each kind of module of ours, as each step calls it from outside another of ours: calls per decoded token,
+# the host time of one call on its own (median of the rounds, on the host's clock, with its quartiles), the
+# kernels it launches, and what its calls cost per token at that price. A launcher's Python (input checks,
+# allocations, choosing a tile or a number of splits) and the kernels behind one call differ from kind to
+# kind, which is why the budget prices each kind on its own rather than at one average price per launch of
+# ours. A replayed call starts from the keys its decode step saw: where it appends to the KV cache, the cache
+# is put back before every timed loop and before its kernels are counted, so a loop's calls add only a few
+# keys, too few at these sizes to split them (see the fused layer's launches above). Under the list, the
+# in-situ factor each step's own measurement implies (what would put it exactly on its measured wall ms)
+# beside the one fitted on the all-custom model: where they agree, one factor fits every step. In CPU mode
+# every price is the interpreter's.
 
 # %%
-def implied_ours_us(name: str, gpu_hidden: bool = False) -> float:
-    """Host µs per launch of ours implied by ``name``'s measured wall ms per decoded token (see the text above)."""
-    p = profiles[name]
-    if not helpers.HAS_GPU:
-        rest = wall[name] - wall[ORIGINAL]
+PRICE_CLOCK = "host" if helpers.HAS_GPU else "interpreter"
+price_rows = []
+for n in [START, *BUDGET_STEPS]:
+    for kind, m in profiles[n].modules.items():
+        price_rows.append({"step": n, "module": kind, "calls per token": m.per_token,
+                           f"{PRICE_CLOCK} µs per call, alone (median)": m.alone_us,
+                           "quartiles": m.quartiles,
+                           "kernels per call": helpers.fmt(m.kernels, 0),
+                           f"{PRICE_CLOCK} ms per token, alone": m.per_token * m.alone_us / 1e3})
+price_list = pd.DataFrame(price_rows).set_index(["step", "module"])
+helpers.show(price_list.map(lambda v: round(v, 2) if isinstance(v, float) else v))
+implied = {n: budget.implied_in_situ(profiles[n]) for n in [START, *BUDGET_STEPS]}
+print(f"in-situ factor fitted on {START}: {budget.in_situ:.2f}; implied by each step: "
+      + ", ".join(f"{n} {f:.2f}" for n, f in implied.items() if f is not None))
+
+
+def read_prices() -> str:
+    """The price list in words: the cheapest and the dearest call, and whether one in-situ factor fits every step."""
+    cheap = price_list[f"{PRICE_CLOCK} µs per call, alone (median)"].idxmin()
+    dear = price_list[f"{PRICE_CLOCK} µs per call, alone (median)"].idxmax()
+    col = f"{PRICE_CLOCK} µs per call, alone (median)"
+    kernels = price_list.loc[dear, "kernels per call"]
+    text = (f"On its own, the cheapest call of ours was *{cheap[1]}* ({price_list.loc[cheap, col]:,.1f} {PRICE_CLOCK} "
+            f"µs, in *{cheap[0]}*) and the dearest *{dear[1]}* ({price_list.loc[dear, col]:,.1f} {PRICE_CLOCK} µs, in "
+            f"*{dear[0]}*"
+            + (f", {kernels} kernels per call" if helpers.HAS_GPU else "") + "). ")
+    steps = {n: f for n, f in implied.items() if n != START and f is not None}
+    off = {n: f for n, f in steps.items() if abs(f / budget.in_situ - 1) > BAR}
+    text += (f"The in-situ factor fitted on *{START}* is {budget.in_situ:.2f}; the steps imply "
+             + ", ".join(f"*{n}* {f:.2f}" for n, f in steps.items()) + ". ")
+    if off:
+        text += (", ".join(f"*{n}*" for n in off) + f" differ{'s' if len(off) == 1 else ''} from it by more than "
+                 f"{100 * BAR:.0f}%: there the host's work inside the model is not the prices alone times one factor.")
     else:
-        rest = wall[name] - (p.launches - p.project_launches_per_token) * budget.torch_us / 1e3
-        rest -= 0.0 if gpu_hidden else p.gpu_busy_ms_per_token
-    return 1e3 * rest / p.project_launches_per_token
+        text += (f"Every step's lies within {100 * BAR:.0f}% of it: inside the model each call costs about the same "
+                 "multiple of its price alone, whichever kind it is.")
+    return text
 
 
-def beyond_fitted_ms(name: str) -> float:
-    """What ``name``'s launches of ours cost the host per decoded token beyond the fitted price (hidden form)."""
-    return profiles[name].project_launches_per_token * (implied_ours_us(name, gpu_hidden=True) - budget.ours_us) / 1e3
-
-
-ADDED = "µs per launch of ours, GPU-busy taken off" if helpers.HAS_GPU else "interpreter µs per launch of ours"
-HIDDEN = "µs per launch of ours, GPU-busy hidden"
-BEYOND = "hidden form: launches of ours beyond the fitted price, ms"
-PRICED = [n for n in [START, *BUDGET_STEPS] if profiles[n].project_launches_per_token > 0]
-implied_rows = []
-for n in PRICED:
-    p = profiles[n]
-    row = {"configuration": n, "PyTorch launches per token": (p.launches - p.project_launches_per_token
-                                                               if helpers.HAS_GPU else "n/a (CPU)"),
-           "our launches from Python per token": p.project_launches_per_token, "wall ms per token": wall[n],
-           "GPU-busy ms per token": helpers.fmt(p.gpu_busy_ms_per_token), ADDED: implied_ours_us(n)}
-    if helpers.HAS_GPU:
-        row.update({HIDDEN: implied_ours_us(n, gpu_hidden=True), BEYOND: beyond_fitted_ms(n),
-                    "error, ms (= GPU-busy - beyond)": predictions[n] - wall[n]})
-    implied_rows.append(row)
-implied = pd.DataFrame(implied_rows).set_index("configuration")
-helpers.show(implied.map(lambda v: round(v, 2) if isinstance(v, float) else v))
-
-
-def read_implied(savings: pd.DataFrame, judged: pd.DataFrame) -> str:
-    """The implied prices per launch of ours in words, in the form the measurements support: GPU-busy time hidden
-    when a step's GPU-busy saving mostly did not reach the wall (``hidden_shares``), taken off otherwise."""
-    hiders = [n for n, s in hidden_shares(savings).items() if s < 0.5]
-    hidden = helpers.HAS_GPU and bool(hiders)
-    steps = [n for n in PRICED if n != START]
-    if not steps:
-        return "No step after the start launches kernels of ours from Python: no price to compare."
-
-    def price(n: str) -> float:
-        return implied_ours_us(n, gpu_hidden=hidden)
-
-    ref = price(START)
-    if not helpers.HAS_GPU:
-        form = "the original's interpreter time as the base"
-    elif hidden:
-        form = (f"PyTorch's launches at the fitted {budget.torch_us:.1f} µs and the GPU-busy time left in, hidden "
-                "behind the host's work as " + " and ".join(f"*{n}*" for n in hiders) + " showed")
-    else:
-        form = f"PyTorch's launches at the fitted {budget.torch_us:.1f} µs and the GPU-busy time taken off, as the model does"
-    text = (f"Per launch of ours, with {form}, the measurements imply: "
-            + ", ".join(f"*{n}* {price(n):.1f} µs" for n in steps)
-            + f"; *{START}*'s mix, in the same form, {ref:.1f} µs"
-            + (f" (the fitted {budget.ours_us:.1f} µs takes its GPU-busy time off)" if hidden else "") + ". ")
-    higher = [n for n in steps if price(n) > ref * (1 + BAR)]
-    lower = [n for n in steps if price(n) < ref / (1 + BAR)]
-    if higher or lower:
-        def names(ns: list) -> str:
-            return "(" + ", ".join(f"*{n}*" for n in ns) + ")"
-
-        parts = [f"{len(higher)} of the {len(steps)} steps price a launch of ours more than {100 * BAR:.0f}% above "
-                 f"the all-custom mix's {names(higher)}"] if higher else []
-        if lower:
-            parts.append(f"{len(lower)} more than {100 * BAR:.0f}% below it {names(lower)}" if higher else
-                         f"{len(lower)} of the {len(steps)} steps price a launch of ours more than {100 * BAR:.0f}% "
-                         f"below the all-custom mix's {names(lower)}")
-        text += ("; ".join(parts) + ": one price for every launch of ours, fitted on that mix, cannot fit launchers "
-                 "of different weight. ")
-    else:
-        text += f"Every step's price lies within {100 * BAR:.0f}% of the mix's: one price per launch of ours fits here. "
-    if hidden:
-        text += ("In this form each step's error is the GPU-busy time the model adds on top, which the token did not "
-                 "wait for, less what its launches of ours cost beyond the fitted price: "
-                 + "; ".join(f"*{n}* {profiles[n].gpu_busy_ms_per_token:.2f} - {beyond_fitted_ms(n):.2f} = "
-                             f"{predictions[n] - wall[n]:+.2f} ms" for n in steps) + ". ")
-        cancelled = [n for n in steps if judged.loc[n, WITHIN] == "yes"
-                     and min(profiles[n].gpu_busy_ms_per_token, beyond_fitted_ms(n)) > BAR * wall[n]]
-        if cancelled:
-            text += (", ".join(f"*{n}*" for n in cancelled) + " held because the two cancelled, each over "
-                     f"{100 * BAR:.0f}% of the step's wall ms")
-            later = [n for n in hiders if steps.index(n) > steps.index(cancelled[-1])]
-            text += ("; once a fix cut mostly GPU-busy time (" + " and ".join(f"*{n}*" for n in later) + "), too "
-                     "little was left of it to cancel the launches' extra cost. " if later else ". ")
-        for n in hiders:
-            before = steps_before[n]
-            if before in PRICED:
-                text += (f"(In the model's own form *{n}* implies {implied_ours_us(n):.1f} µs against *{before}*'s "
-                         f"{implied_ours_us(before):.1f}, with {savings.loc[n, 'host launches removed']:.0f} host "
-                         "launches removed: the hidden GPU-busy time, booked as host time.) ")
-    return text.strip()
-
-
-helpers.md(read_implied(savings, judged))
+helpers.md(read_prices())
 
 # %% [markdown]
 # ## Where the time went
@@ -943,8 +878,8 @@ plt.show()
 # Read from the table above, one fix at a time: its verdict against the step before (per generation, round by
 # round), and per decoded token the wall ms, kernels and GPU-busy ms before and after. Where a fix made the
 # model faster beyond the noise, its share says how much of the staircase's net saving (all-custom model to
-# last step, wall ms per decoded token) it brought; where another step lost time, the shares add up to more
-# than 100%.
+# last step, wall ms per decoded token) it brought; where another step lost wall time, the shares add up to
+# more than 100%.
 
 # %%
 def read_fix(name: str, before: str, total_ms: float) -> str:
@@ -989,12 +924,12 @@ helpers.md(f"From *{START}* to *{STEPS[-1]}*, the staircase's net saving: {wall[
 # The traced step is a bare forward pass and argmax, without `generate()`'s own bookkeeping, and the
 # profiler adds host time to every event it records, so a traced span runs longer than the same step in the
 # timed rounds (the reading below sets the two side by side): read the picture for its shape and its counts,
-# and the rounds above for the time.
+# and the rounds above for the wall time.
 #
 # Copies and indexed writes are only part of the kernels the graph's step adds. The table under the reading
 # lists the kinds of kernel whose counts differ, by name; the rest of the added ones are elementwise and
-# reduction kernels (in the committed H200 run 115 of the 203 added), which the reading does not attribute
-# to any one task.
+# reduction kernels (115 of the 203 added in the H200 run stored with this notebook), which the reading does
+# not attribute to any one task.
 
 # %%
 if helpers.HAS_GPU:
@@ -1036,12 +971,12 @@ def read_timelines(timelines: dict) -> str:
     e, g = helpers.timeline_summary(eager), helpers.timeline_summary(graph)
     ei, gi = idle_parts(eager), idle_parts(graph)
     span = helpers.SPAN_US
-    text = (f"Traced under the profiler, the eager step spans {e[span] / 1e3:.2f} ms against {wall[FAST]:.2f} wall ms "
-            f"per decoded token in the timed rounds, the replayed one {g[span] / 1e3:.2f} ms against "
-            f"{wall[FAST_GRAPH]:.2f}: the profiler's own host time is in every span. ")
+    text = (f"Traced under the profiler, the eager step spans {e[span] / 1e3:.2f} ms (profiler clock) against "
+            f"{wall[FAST]:.2f} wall ms per decoded token in the timed rounds, the replayed one {g[span] / 1e3:.2f} ms "
+            f"against {wall[FAST_GRAPH]:.2f} wall ms: the profiler's own host time is in every span. ")
     text += (f"In the eager step the host made {e['host launches']} launch calls for {e['GPU kernels']} kernels, and the "
-             f"GPU was idle for {100 * e['GPU idle fraction']:.0f}% of the traced span, {ei['between kernels']:.0f} µs of "
-             f"it between kernels; replayed from the graph, the host made {g['host launches']} launch "
+             f"GPU was idle for {100 * e['GPU idle fraction']:.0f}% of the traced span, {ei['between kernels']:.0f} µs "
+             f"(profiler clock) of it between kernels; replayed from the graph, the host made {g['host launches']} launch "
              f"call{'s' if g['host launches'] != 1 else ''} and the GPU was idle for {100 * g['GPU idle fraction']:.0f}% "
              "of the span: " + ", ".join(f"{us:.0f} µs {where}" for where, us in gi.items()) + ". ")
     text += (f"Between kernels the idle time fell from {ei['between kernels']:.0f} to {gi['between kernels']:.0f} µs: "
@@ -1105,12 +1040,11 @@ if timelines:
 # bytes / GPU time, against the nominal peak.
 #
 # In the figure, points that sit close together (the gemvs all near 1 flop per byte and a few TFLOP/s)
-# would stack their labels, so each label is moved down, one line at a time, until it clears the others. A
-# label therefore sits to the right of its point, at its height or below, sometimes far below and beside
-# another kernel's marker (in the committed H200 run, *gemv gate/up* ends up beside the tiled matmul's
-# square, and several gemv and attention labels float in empty space). Take each point's identity from the
-# table under the figure: its flop per byte is the point's x position, and its GB/s times its flop per
-# byte, over 1,000, is its height in TFLOP/s.
+# would stack their labels, so each label is moved up or down, one line at a time, nearest place first,
+# until it clears the labels placed before it, and a thin line ties it to its point. A label can therefore
+# sit well above or below its point, beside another kernel's marker. Follow the line from a label to its point, and
+# check each point against the table under the figure: its flop per byte is the point's x position, and its
+# GB/s times its flop per byte, over 1,000, is its height in TFLOP/s.
 
 # %%
 def roofline_cases() -> dict:
@@ -1259,9 +1193,9 @@ helpers.md("\n".join(checks))
 # - a graph-replayed step is bound by the GPU's work, so it gets a range: at worst its GPU-busy time scaled
 #   by the two GPUs' bandwidth ratio (the T4's kernels reaching no larger a share of its bandwidth than this
 #   GPU's reached), at best the T4's weight-read floor: Qwen3-0.6B's bytes in float16 over the T4's 320 GB/s.
-#   The low end is pessimistic: a small kernel's fixed start-up time is about the same on both GPUs, while
-#   moving its bytes takes far longer at a T4's bandwidth, so the fixed part is a smaller share of a T4's
-#   kernel time and its kernels come closer to their roof than a large GPU's do.
+#   The low end is pessimistic: a small kernel's fixed start-up GPU time is about the same on both GPUs, while
+#   moving its bytes takes far longer at a T4's bandwidth, so the fixed part is a smaller share of a T4
+#   kernel's GPU time and its kernels come closer to their roof than a large GPU's do.
 #
 # The ratios come from this run when it ran on a GPU; otherwise from the committed H200 run, where it has
 # recorded this chapter's results.
@@ -1350,7 +1284,9 @@ helpers.md(text)
 # Every configuration's numbers go into your results file under `faster.<configuration>.*` (the catalogue's
 # `faster.{config}.*` rows), the ratios with their quartiles and verdicts; the three headline numbers
 # (the eager fast model against the original, the graph fast model's tokens/s and, on a GPU, its ratio to
-# transformers' compiled path) get their own ids for the README's results table.
+# transformers' compiled path) get their own ids for the README's results table. The table below shows them
+# and the fast model's wall ms per decoded token, eager and replayed, beside the H200 results committed with
+# the repository (`figures/h200/results.csv`) and the blog's T4 figure where there is one.
 
 # %%
 tps_note = (f"median of {len(comparison.orders)} shuffled rounds; new tokens / generation wall time, prefill "
@@ -1418,14 +1354,15 @@ helpers.md("\n".join(lines))
 
 # %% [markdown]
 # The lessons of the slow chapters hold in reverse. At batch size 1 the host's launches set most of a token's
-# time, so the fixes that remove launches (the attention loop first, then fusions) are the ones to expect to
+# wall time, so the fixes that remove launches (the attention loop first, then fusions) are the ones to expect to
 # win back the most; the staircase's table says which did here. The launch budget is a first estimate, not a
-# law: its prices are fitted on the slow kernels' mix of launches, and its additive form charges the token for
-# every GPU-busy millisecond, so a fix that cuts GPU work while the host still sets the pace, as the
-# matrix-vector projections do, can be credited with a saving the token never sees (the tables of each step's
-# own saving and of the implied prices above say whether it was, and by how much). Once the host launches one
-# graph per token, what remains is the GPU's own work, and only better kernels bring it down towards the
-# weight-read floor. Every number above is your own run's: rerun the chapter, on another GPU, and read it again.
+# law: it prices each of our calls by what it costs on its own, times one in-situ factor fitted on the
+# all-custom model, and it lets the token take the longer of host and GPU, so a fix that cuts GPU work while
+# the host still sets the pace, as the matrix-vector projections do, is credited only with what it changes on
+# the host's side (the tables of each step's own saving and of the price list above say how well that held).
+# Once the host launches one graph per token, what remains is the GPU's own work, and only better kernels
+# bring it down towards the weight-read floor. Every number above is your own run's: rerun the chapter, on
+# another GPU, and read it again.
 
 # %% [markdown]
 # ## Try it yourself
@@ -1474,9 +1411,9 @@ result = helpers.check_answer(answer, cmp.ratios[f"gemv, tile {few.name}"], cmp.
 # instead of two, but 8 programs. Faster, slower or the same?
 #
 # *Hint:* on an H200 expect slower: 8 SMs of 132 read every key and value, one SM's share of the bandwidth
-# each, and the combine launch it saves costs only a small kernel's fixed few microseconds. On a T4 (40
-# SMs, a fifteenth of the bandwidth) 8 busy SMs pull a larger part of what the GPU can move and the saved
-# launch weighs more, so the result may come out much closer to 1, even near the 5% threshold.
+# each, and the combine launch it saves costs only a small kernel's fixed few microseconds of GPU time. On a
+# T4 (40 SMs, a fifteenth of the bandwidth) 8 busy SMs pull a larger part of what the GPU can move and the
+# saved launch weighs more, so the result may come out much closer to 1, even near the 5% threshold.
 
 # %%
 shape = SIZES.attention_qwen_shape

@@ -542,6 +542,90 @@ def test_launch_budget_refuses_what_it_cannot_fit():
         helpers.fit_launch_budget({"a": cpu, "b": a}, ("a", "b"))
 
 
+def test_module_budget_on_made_up_numbers():
+    """15 µs per PyTorch launch; our calls 1.2x dearer in the model than alone; the token takes max(host, GPU)."""
+    P = helpers.ModulePrice
+    original = _profile(1600, 0, 3.0, 1600 * 15e-3)
+    custom = helpers.DecodeProfile(600 + 300 * 3, 10.0, 600 * 15e-3 + 1.2 * 300 * 100e-3, None, 300, 16,
+                                   modules={"A": P(300, 100.0, 3.0)})  # 900 kernels in our calls, 600 outside
+    judged = helpers.DecodeProfile(200 + 50 * 2 + 10, 1.0, 0.0, None, 60, 16,
+                                   modules={"B": P(50, 40.0, 2.0), "C": P(10, 500.0, 1.0)})
+    budget = helpers.fit_module_budget({"original": original, "custom": custom, "judged": judged},
+                                       ("original", "custom"))
+    assert budget.torch_us == pytest.approx(15.0) and budget.in_situ == pytest.approx(1.2)
+    assert custom.torch_outside == 600 and custom.ours_alone_ms == pytest.approx(30.0)
+    assert budget.predict_ms(custom) == pytest.approx(custom.wall_ms_per_token)  # the fit reproduces itself
+    host = 200 * 15e-3 + 1.2 * (50 * 40e-3 + 10 * 500e-3)
+    assert budget.host_ms(judged) == pytest.approx(host) and budget.predict_ms(judged) == pytest.approx(host)
+    busy = helpers.DecodeProfile(200, 50.0, 0.0, None, 0, 16)
+    assert budget.predict_ms(busy) == 50.0  # the GPU's time wins where it is the longer
+    assert budget.implied_in_situ(original) is None
+
+
+def test_module_budget_refuses_what_it_cannot_fit():
+    P = helpers.ModulePrice
+    original = _profile(1600, 0, 3.0, 24.0)
+    priced = helpers.DecodeProfile(2000, 5.0, 60.0, None, 300, 16, modules={"A": P(300, 100.0, 3.0)})
+    with pytest.raises(ValueError, match=r"fitted_on\[0\]: 'b' calls modules of ours"):
+        helpers.fit_module_budget({"a": original, "b": priced}, ("b", "a"))
+    with pytest.raises(ValueError, match=r"fitted_on\[1\]: 'c' has no priced module"):
+        helpers.fit_module_budget({"a": original, "c": original}, ("a", "c"))
+    uncounted = helpers.DecodeProfile(2000, 5.0, 60.0, None, 300, 16, modules={"A": P(300, 100.0, None)})
+    with pytest.raises(ValueError, match="kernels per call were not counted"):
+        helpers.fit_module_budget({"a": original, "u": uncounted}, ("a", "u"))
+    with pytest.raises(ValueError, match="fitted_on: name two of"):
+        helpers.fit_module_budget({"a": original}, ("a",))
+
+
+def test_capture_module_calls_counts_top_level_calls_and_replays_them(tiny):
+    """Every kind of ours a decoded token calls from outside another of ours, per token, with a working replay."""
+    ids = helpers.make_prompt(4, vocab_size=tiny.config.vocab_size)
+    layers = tiny.config.num_hidden_layers
+    with helpers.patched(tiny, rmsnorm="fused", projections={"lm_head"}, attention="fast"):
+        calls = helpers.capture_module_calls(tiny, ids, 4)
+        # per layer: input, post-attention, q and k norms; then the final norm. lm_head once. Attention once a layer.
+        assert {k: c.per_token for k, c in calls.items()} == {
+            "TritonRMSNorm(fused)": 4 * layers + 1, "TritonLinear": 1, "attention (fast)": layers}
+        helpers.count_module_calls(calls)
+        assert calls["TritonRMSNorm(fused)"].ours == 1 and calls["attention (fast)"].ours >= 1
+        assert (calls["TritonLinear"].kernels is None) != helpers.HAS_GPU
+    with helpers.patched(tiny, **helpers.ALL_FAST):
+        fast = helpers.capture_module_calls(tiny, ids, 3)
+    # the fused layer holds the attention, its norms and projections: only it, the final norm and lm_head count
+    assert {k: c.per_token for k, c in fast.items()} == {
+        "FastDecoderLayer": layers, "TritonRMSNorm(fused)": 1, "GemvLinear": 1}
+    out = fast["FastDecoderLayer"].replay()  # outside the patch: the captured module still runs
+    assert out.shape[-2] == 1
+    layer = fast["FastDecoderLayer"]  # each replay appends a position to the captured cache; reset takes them off
+    layer.reset()
+    first = layer.replay().clone()
+    for _ in range(3):
+        layer.replay()
+    grown = layer.replay()
+    layer.reset()
+    assert torch.equal(layer.replay(), first) and not torch.equal(grown, first)
+    assert fast["GemvLinear"].reset is None  # no cache to put back
+    assert helpers.host_us_alone(fast["GemvLinear"].replay, calls=1, repeats=1) > 0
+    assert not helpers._CAPTURES and not any(m._forward_pre_hooks for m in tiny.modules())
+    with pytest.raises(ValueError, match="new_tokens must be at least 2"):
+        helpers.capture_module_calls(tiny, ids, 1)
+
+
+def test_compare_configs_prices_the_modules_of_each_eager_configuration(tiny):
+    result = helpers.compare_configs(tiny, {"fused RMSNorm": dict(rmsnorm="fused"), "graph": dict(decoder="graph")},
+                                     prompt_len=4, new_tokens=3, rounds=2, profile=True, prices=True)
+    assert set(result.module_calls) == {helpers.ORIGINAL, "fused RMSNorm"}  # the graph decoder launches no module call
+    p = result.profile("fused RMSNorm")
+    assert list(p.modules) == ["TritonRMSNorm(fused)"] and len(result.module_us["fused RMSNorm"]["TritonRMSNorm(fused)"]) == 2
+    assert p.modules["TritonRMSNorm(fused)"].alone_us > 0 and p.ours_alone_ms > 0
+    assert result.profile(helpers.ORIGINAL).modules == {}
+    budget = helpers.fit_module_budget({n: result.profile(n) for n in (helpers.ORIGINAL, "fused RMSNorm")},
+                                       (helpers.ORIGINAL, "fused RMSNorm"))
+    assert budget.predict_ms(p) == pytest.approx(p.wall_ms_per_token)
+    with pytest.raises(ValueError, match=r"prices: \['graph'\] are not configurations here that generate\(\) eagerly"):
+        helpers.compare_configs(tiny, {"graph": dict(decoder="graph")}, rounds=1, prices=["graph"])
+
+
 def test_wall_time_per_token_comes_from_the_same_rounds(tiny, monkeypatch):
     """A fake clock: 0.1 s of prefill plus 1 s (original) or 2 s (two-pass) per further token."""
     def fake_generate(model, ids, new_tokens, use_cache=True):
