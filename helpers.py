@@ -1362,13 +1362,12 @@ class _Capture:
         self._seen(kind, query.shape[-2] == 1, replay)
 
     def pre(self, module, args, kwargs) -> None:
-        if not self.depth:
-            call_kwargs = dict(kwargs)
-            kind = _module_kind(module)
-            fresh = kind not in self.replays
-            self._seen(kind, True, lambda: module(*args, **call_kwargs))
-            if fresh and kind in self.replays:
-                self.resets[kind] = _cache_reset(call_kwargs.get("past_key_values"))
+        call_kwargs = dict(kwargs)
+        kind = _module_kind(module)
+        fresh = kind not in self.replays
+        self._seen(kind, True, lambda: module(*args, **call_kwargs))
+        if fresh and kind in self.replays:
+            self.resets[kind] = _cache_reset(call_kwargs.get("past_key_values"))
         self.depth += 1
 
     def post(self, module, args, output) -> None:
@@ -1483,19 +1482,17 @@ PREDICTION_BAR = 0.20  # a launch-budget prediction within 20% of the measured w
 
 @dataclass
 class LaunchBudget:
-    """The launch-budget model: what one launch costs the host inside ``generate()``, per kind of launch.
+    """The launch budget in its simplest form, for one swap: a price per PyTorch launch and one per launch of ours.
 
-    A decoded token costs the host a price per PyTorch launch (the framework's Python around each op,
-    plus the launch) times PyTorch's launches, plus a price per launch of ours (our launcher's Python:
-    checks, allocation, grid, Triton's dispatch) times ours, and then the GPU-busy time on top:
-    ``host + GPU`` assumes the GPU's work does not hide behind the host's. ``max(host, GPU)`` (perfect
-    overlap) is the other bound; on the H200 the additive form predicted every configuration closer
-    (chapter 8 shows both). The two prices are fitted on two configurations (``fitted_on``) and judged on
-    every other one.
+    A decoded token costs the host a price per PyTorch launch (the framework's Python around each op, plus
+    the launch) times PyTorch's launches, plus a price per launch of ours (our launcher's Python: checks,
+    allocation, grid, Triton's dispatch) times ours, and then the GPU-busy time on top. Chapters 3 to 5
+    predict their swap with it, from prices they measure themselves (``fitted_on`` says where each came
+    from); chapters 8 and 9 price every kind of call of ours on its own (``ModuleBudget``).
     """
     torch_us: float     # host µs per PyTorch launch inside generate()
     ours_us: float      # host µs per launch of our Triton kernels inside generate()
-    fitted_on: tuple    # the two configurations the prices were solved from
+    fitted_on: tuple    # where the two prices came from
 
     def host_ms(self, profile: "DecodeProfile") -> float:
         ours = profile.project_launches_per_token
@@ -1504,30 +1501,6 @@ class LaunchBudget:
     def predict_ms(self, profile: "DecodeProfile") -> float:
         """Wall ms per decoded token: host work plus GPU-busy time."""
         return self.host_ms(profile) + (profile.gpu_busy_ms_per_token or 0.0)
-
-    def overlapped_ms(self, profile: "DecodeProfile") -> float:
-        """The other bound, with the same prices: ``max(host work, GPU-busy time)``."""
-        return max(self.host_ms(profile), profile.gpu_busy_ms_per_token or 0.0)
-
-
-def fit_launch_budget(profiles: dict, fitted_on: tuple) -> LaunchBudget:
-    """Solve the two launch prices from two configurations' measured wall ms per token minus their GPU-busy
-    ms (``profiles``: name -> DecodeProfile with every CUDA launch counted, so GPU mode only)."""
-    if len(fitted_on) != 2 or any(name not in profiles for name in fitted_on):
-        raise ValueError(f"fitted_on: name two of {list(profiles)}, got {fitted_on!r}")
-    rows = []
-    for name in fitted_on:
-        p = profiles[name]
-        if p.launches_per_token is None:
-            raise ValueError(f"profiles[{name!r}]: no CUDA launch count (CPU mode); the model needs a GPU profile")
-        ours = p.project_launches_per_token
-        rows.append((p.launches - ours, ours, (p.wall_ms_per_token - (p.gpu_busy_ms_per_token or 0.0)) * 1e3))
-    (a, b, e), (c, d, f) = rows
-    det = a * d - b * c
-    if abs(det) < 1e-9 * max(abs(a * d), abs(b * c), 1.0):
-        raise ValueError(f"fitted_on: {fitted_on} launch the same mix of kernels; pick two that differ "
-                         "(e.g. the original, with no launch of ours, and one with many)")
-    return LaunchBudget(torch_us=(e * d - b * f) / det, ours_us=(a * f - e * c) / det, fitted_on=tuple(fitted_on))
 
 
 @dataclass

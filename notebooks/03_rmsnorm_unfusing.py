@@ -966,8 +966,8 @@ else:
 # **Predict first.** Each RMSNorm runs once per token (q_norm and k_norm on one row per head, again a tiny,
 # launch-bound call). After the swap, each call launches exactly 2 kernels instead of PyTorch's chain, so
 # the launches per token change by (number of norms) x (2 minus PyTorch's count per call). What that does
-# to the time per token we predict with the *launch-budget model* that chapter 8 fits for the whole
-# series: a decoded token costs the host a price per PyTorch launch times PyTorch's launches, plus a price
+# to the time per token we predict with a *launch budget*, in the simplest form of the model chapter 8
+# applies to the whole series: a decoded token costs the host a price per PyTorch launch times PyTorch's launches, plus a price
 # per launch of ours times ours, and the GPU-busy time comes on top. We start from the original's measured
 # wall ms per decoded token and add what the swap changes: the PyTorch launches it removes, at the price of
 # a PyTorch launch; the launches of ours it adds, at the price of one of ours; and the change in GPU-busy

@@ -951,7 +951,7 @@ explore(DEFAULT)  # try explore("m16_n128_k64")
 # decoded token** (prefill excluded); after the rounds, the profiler counts each configuration's kernels
 # and GPU-busy ms per decoded token.
 #
-# **Predict first**, with the launch budget that chapter 8 fits to the whole series: a decoded token costs
+# **Predict first**, with a launch budget (chapter 8 applies one to the whole series): a decoded token costs
 # the host a price per PyTorch launch times PyTorch's launches, plus a price per launch of ours times
 # ours, and the GPU-busy time on top:
 #
@@ -962,8 +962,8 @@ explore(DEFAULT)  # try explore("m16_n128_k64")
 #   launch, and the launch itself.
 # - $p_\text{ours}$ is measured, not fitted: our matmul's host time per call at the decode shape (above)
 #   divided by its launches per call (one). The last step also runs the two-pass RMSNorm, priced the same
-#   way at one row (timed below), so its price is the launch-weighted mean of the two. (Chapter 8 does it
-#   the other way round: it fits both prices to two configurations of the whole model.) The output below
+#   way at one row (timed below), so its price is the launch-weighted mean of the two. (Chapter 8 also
+#   prices each kind of call of ours on its own, and lets a token take the longer of host and GPU.) The output below
 #   prints this reading of the two-pass call beside chapter 3's, the same call timed the same way in
 #   chapter 3's process. Where the two differ by more than the spread of chapter 3's own single readings
 #   of that call across its sweep (59.2 to 98.8 µs in the committed H200 run), the last step's price is

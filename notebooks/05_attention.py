@@ -833,7 +833,7 @@ helpers.record("attention.modules_replaced", counts["attention"], "modules", "at
 # once, at Qwen3's decode shape above (only the number of cached keys differs: the prompt plus the
 # tokens so far, instead of the benchmark's fixed count). At batch size 1 we expect a decode step to be paced
 # by the host, which launches the kernels one after another (the profile below says how busy the GPU was), so
-# the prediction is a **launch budget**, the same model chapter 4 used and chapter 8 fits to the whole series:
+# the prediction is a **launch budget**, the model chapter 4 used and chapter 8 applies to the whole series:
 #
 # $$\text{wall ms per decoded token} \approx n_\text{PyTorch} \cdot p_\text{PyTorch} + n_\text{ours} \cdot p_\text{ours} + \text{GPU-busy ms}$$
 #
@@ -843,8 +843,8 @@ helpers.record("attention.modules_replaced", counts["attention"], "modules", "at
 #   launches per call (every kernel of the call, ours and the mask's PyTorch ops alike), the table's "host
 #   µs per launch". Of the loop's two rows, Qwen3's shape is the one used, because it is the shape the
 #   model's attention runs; the blog's shape, priced the same way, is printed beside it.
-# - Chapter 8 does it the other way round: it fits both prices to two configurations of the whole model
-#   (`helpers.fit_launch_budget`) instead of measuring them one call at a time.
+# - Chapter 8 prices our calls the same way, each kind timed on its own, and fits only PyTorch's price and
+#   one factor for how much dearer our calls are inside the model (`helpers.ModuleBudget`).
 # - The launch counts $n$ and the GPU-busy ms are the patched model's own, from the profiler.
 #
 # The launch count itself is predicted by hand from the microbenchmark: the original's launches per token,
