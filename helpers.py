@@ -161,6 +161,7 @@ class Sizes:
     new_tokens_context: int    # chapter 7
     context_prompts: tuple     # chapter 7's prompt lengths
     rounds: int                # rounds of an interleaved comparison (compare_configs): every config once each
+    rounds_small: int          # rounds where the effect is near the noise (chapter 3's swap, SMALL_EFFECTS)
     rounds_sweep: int          # rounds per point of chapter 7's sweep (four comparisons of a ~4x effect)
     rounds_kernel: int         # rounds of a kernel-against-kernel comparison (compare_calls)
     profile_tokens: int        # decode steps under torch.profiler (its bookkeeping is slow)
@@ -178,8 +179,9 @@ class Sizes:
 
 SIZES_BY_MODE = {
     "full": Sizes(
-        prompt_len=32, new_tokens=32, new_tokens_full_stack=384, new_tokens_context=32,
-        context_prompts=(128, 256, 512, 1024), rounds=8, rounds_sweep=5, rounds_kernel=5, profile_tokens=8,
+        prompt_len=32, new_tokens=24, new_tokens_full_stack=384, new_tokens_context=32,
+        context_prompts=(128, 256, 512, 1024), rounds=8, rounds_small=16, rounds_sweep=5, rounds_kernel=5,
+        profile_tokens=8,
         add_n=2**20, add_sweep=tuple(2**k for k in range(12, 27, 2)),
         rmsnorm_hidden=1024, rmsnorm_rows=512, rmsnorm_decode_rows=1,
         rmsnorm_sweep_rows=(1, 4, 16, 64, 256, 1024, 4096),
@@ -188,7 +190,7 @@ SIZES_BY_MODE = {
         attention_qwen_shape=dict(B=1, Hq=16, Hkv=8, S=1, T=512, D=128)),
     "quick": Sizes(
         prompt_len=16, new_tokens=16, new_tokens_full_stack=32, new_tokens_context=8,
-        context_prompts=(64, 128), rounds=3, rounds_sweep=2, rounds_kernel=3, profile_tokens=4,
+        context_prompts=(64, 128), rounds=3, rounds_small=4, rounds_sweep=2, rounds_kernel=3, profile_tokens=4,
         add_n=2**16, add_sweep=tuple(2**k for k in range(12, 21, 4)),
         rmsnorm_hidden=1024, rmsnorm_rows=64, rmsnorm_decode_rows=1, rmsnorm_sweep_rows=(1, 16, 256),
         matmul_shape=(64, 1024, 1024), matmul_decode_shape=(1, 1024, 1024),
@@ -196,7 +198,7 @@ SIZES_BY_MODE = {
         attention_qwen_shape=dict(B=1, Hq=16, Hkv=8, S=1, T=128, D=128)),
     "cpu": Sizes(
         prompt_len=16, new_tokens=8, new_tokens_full_stack=12, new_tokens_context=4,
-        context_prompts=(16, 32), rounds=2, rounds_sweep=2, rounds_kernel=2, profile_tokens=4,
+        context_prompts=(16, 32), rounds=2, rounds_small=2, rounds_sweep=2, rounds_kernel=2, profile_tokens=4,
         add_n=2**12, add_sweep=(2**8, 2**10, 2**12, 2**14),
         rmsnorm_hidden=64, rmsnorm_rows=16, rmsnorm_decode_rows=1, rmsnorm_sweep_rows=(1, 4, 16, 64),
         matmul_shape=(16, 64, 128), matmul_decode_shape=(1, 64, 128),
@@ -679,6 +681,7 @@ def patched(model, rmsnorm: str | None = None, projections=(), attention: str | 
     original_attn = model.config._attn_implementation
 
     def swap(parent, name, child, new, key):
+        new.replaces = _module_kind(child)  # the kind of the original's module, for the launch budget's prices
         setattr(parent, name, new)
         swapped.append((parent, name, child))
         counts[key] += 1
@@ -729,7 +732,8 @@ class DecodeProfile:
     project_launches_per_token: float     # our Triton kernels only (any target)
     tokens_profiled: int   # new tokens of the profiled generation
     note: str = ""
-    # kind of module of ours -> ModulePrice (compare_configs(prices=True)); empty for the original, or unpriced
+    # kind -> ModulePrice (compare_configs(prices=True)): our modules' calls, or for the original the calls of its
+    # own modules that ours replace; empty where unpriced
     modules: dict = field(default_factory=dict)
 
     @property
@@ -738,17 +742,9 @@ class DecodeProfile:
         return self.launches_per_token if self.launches_per_token is not None else self.project_launches_per_token
 
     @property
-    def ours_alone_ms(self) -> float:
-        """Host ms per decoded token that our modules' calls cost, each at its price alone (``ModulePrice``)."""
+    def alone_ms(self) -> float:
+        """Host ms per decoded token that the priced calls cost, each at its price alone (``ModulePrice``)."""
         return sum(m.per_token * m.alone_us for m in self.modules.values()) / 1e3
-
-    @property
-    def torch_outside(self) -> float | None:
-        """PyTorch's launches per decoded token outside our modules' calls (every CUDA kernel minus those our
-        calls launch, theirs and ours); None where no GPU was profiled, or a call's kernels were not counted."""
-        if self.launches_per_token is None or any(m.kernels is None for m in self.modules.values()):
-            return None
-        return self.launches_per_token - sum(m.per_token * m.kernels for m in self.modules.values())
 
 
 def _device_kernels(prof) -> list:
@@ -773,26 +769,35 @@ def _kernel_stats(fn) -> tuple[int, float]:
     return len(events), sum(e.time_range.elapsed_us() for e in events) / 1e3
 
 
-def _count_decode(model, ids: torch.Tensor, n: int, use_cache: bool = True, decoder: str = "generate") -> tuple:
+def _count_decode(model, ids: torch.Tensor, n: int, use_cache: bool = True, decoder: str = "generate",
+                  warm: bool = True) -> tuple:
     """What one decoded token launches and keeps the GPU busy for, prefill excluded (an ``n``-token
     generation minus a 1-token one): (every CUDA kernel or None, GPU-busy ms or None, our Triton launches).
     Under a CUDA graph the kernels are the graph's (the profiler sees them run; the host launched one graph),
-    and "our launches" counts the Python launcher calls, which a replay makes none of.
+    and "our launches" counts the Python launcher calls, which a replay makes none of. Both counts come from
+    the same two generations (our launch counter is Python, the profiler records the GPU's kernels).
+    ``warm`` runs one untimed generation first (first compiles, an autotuner's trial launches, and a graph
+    decoder's capture, which its first run makes); only ``generate()`` right after it has generated
+    (``compare_configs``' rounds) may skip it.
 
     Counts only, no wall time: the profiler's bookkeeping slows the host, and wall time per token comes
     from ``compare_configs``' own shuffled rounds (``Comparison.profile``)."""
     run = decoder_for(model, ids, n, decoder, use_cache)
-    run(n)  # warm-up: every shape met once (and a graph captured, a compiled step compiled)
+    if warm:
+        run(n)  # every shape met once (and a graph captured, a compiled step compiled)
     steps = n - 1
-    project = []
+    project, stats = [], []
     for k in (n, 1):
         with kernels.count_launches() as c:
-            run(k)
+            if HAS_GPU:
+                stats.append(_kernel_stats(lambda k=k: run(k)))
+            else:
+                run(k)
         project.append(sum(c.values()))
     ours = (project[0] - project[1]) / steps
     if not HAS_GPU:
         return None, None, ours
-    (ln, gn), (l1, g1) = (_kernel_stats(lambda k=k: run(k)) for k in (n, 1))
+    (ln, gn), (l1, g1) = stats
     return (ln - l1) / steps, (gn - g1) / steps, ours
 
 
@@ -1322,15 +1327,18 @@ class ModuleCall:
     kernels: float | None = None  # CUDA kernels one call launches (ours and PyTorch's); None until counted, or on CPU
     ours: float = 0.0  # our Triton launches per call
     reset: object = None  # puts the captured KV cache back as it was at the captured call (None: nothing to put back)
+    twin: str | None = None  # the kind of the original's module this one replaces ("Linear", "attention (sdpa)")
 
 
 @dataclass
 class ModulePrice:
-    """What one kind of module of ours costs per decoded token: calls, price alone, kernels per call."""
+    """What one kind of module costs per decoded token: calls, price alone, kernels per call (a module of ours,
+    with the kind of the original's module it replaces; or one of the original's own)."""
     per_token: float      # calls per decoded token
     alone_us: float       # host µs per call on its own (``host_us_alone``), median over the rounds
     kernels: float | None  # CUDA kernels per call (None in CPU mode)
     quartiles: str = "-"  # of the alone price over the rounds
+    twin: str | None = None  # the original's kind this one replaces (None: the original's own module)
 
 
 def _module_kind(module) -> str:
@@ -1343,16 +1351,18 @@ def _is_ours(module) -> bool:
 
 
 class _Capture:
-    """Counts and captures the calls of our modules that no other module of ours makes (see capture_module_calls)."""
+    """Counts and captures module calls (see capture_module_calls): ours that no other module of ours makes,
+    or, with ``nested``, every call of the hooked kinds, inside one another or not."""
 
-    def __init__(self):
-        self.depth, self.forwards, self.counting = 0, 0, False
+    def __init__(self, nested: bool = False):
+        self.depth, self.forwards, self.counting, self.nested = 0, 0, False, nested
         self.counts: dict = {}
         self.replays: dict = {}
         self.resets: dict = {}
+        self.twins: dict = {}
 
     def _seen(self, kind: str, is_decode: bool, replay) -> None:
-        if not self.counting or self.depth:
+        if not self.counting or (self.depth and not self.nested):
             return
         self.counts[kind] = self.counts.get(kind, 0) + 1
         if is_decode and self.forwards > 1 and kind not in self.replays:  # a decode step, not the prefill
@@ -1364,6 +1374,8 @@ class _Capture:
     def pre(self, module, args, kwargs) -> None:
         call_kwargs = dict(kwargs)
         kind = _module_kind(module)
+        if not self.depth:  # a call counted as its kind's (a norm inside a fused layer replaced nothing itself)
+            self.twins.setdefault(kind, getattr(module, "replaces", None))
         fresh = kind not in self.replays
         self._seen(kind, True, lambda: module(*args, **call_kwargs))
         if fresh and kind in self.replays:
@@ -1390,21 +1402,36 @@ def _cache_reset(cache):
     return reset
 
 
-def capture_module_calls(model, ids: torch.Tensor, new_tokens: int, use_cache: bool = True) -> dict:
-    """Call inside a ``patched`` block: kind -> ``ModuleCall`` for every kind of module of ours that a
-    decoded token calls from outside another of ours (a ``FastDecoderLayer``, not the ``GemvLinear`` inside
-    it), and the attention function where transformers calls it. Calls per token come from a
-    ``new_tokens``-token generation minus a 1-token one (prefill excluded); each kind's replay is its first
-    call of a decode step, made again with the same arguments under ``torch.inference_mode``. A replay of an
-    attention block appends one more position to the captured cache (the captured generation's own); its
-    ``reset`` puts the cache back as it was at the captured call, so that replays start from the keys the
-    decode step saw (more keys can change the kernels: the decode attention splits long ones). Kinds are
-    counted by the module's class, so two shapes of one class (q_norm and the layer norm) share one price,
-    the first one met."""
+def capture_module_calls(model, ids: torch.Tensor, new_tokens: int, use_cache: bool = True,
+                         kinds=None, original_attention: str = "sdpa") -> dict:
+    """kind -> ``ModuleCall``: one captured decode-step call of each kind of module, with its calls per token.
+
+    Ours (``kinds`` None; call inside a ``patched`` block): every kind of module of ours that a decoded token
+    calls from outside another of ours (a ``FastDecoderLayer``, not the ``GemvLinear`` inside it), and the
+    attention function where transformers calls it; each call's ``twin`` names the original's kind it
+    replaced (``original_attention``, the model's own attention implementation, ``load_model``'s "sdpa" unless
+    given, names the attention function's).
+    The original's (``kinds``: names such as "Linear", "Qwen3RMSNorm", "attention (sdpa)"; call on the
+    unpatched model): every call of those kinds, each counted on its own, inside one another or not (a
+    ``Qwen3MLP`` call and the three ``Linear`` calls inside it), so that each can be priced against the
+    module of ours that replaces it.
+
+    Calls per token come from a ``new_tokens``-token generation minus a 1-token one (prefill excluded);
+    each kind's replay is its first call of a decode step, made again with the same arguments under
+    ``torch.inference_mode``. A replay of a block that appends to the KV cache (a decoder layer) appends one
+    more position to the captured cache (the captured generation's own); its ``reset`` puts the cache back
+    as it was at the captured call, so that replays start from the keys the decode step saw (more keys can
+    change the kernels: the decode attention splits long ones). Kinds are counted by the module's class, so
+    two shapes of one class (q_norm and the layer norm) share one price, the first one met."""
+    from transformers import AttentionInterface
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
     if new_tokens < 2:
         raise ValueError(f"new_tokens must be at least 2 (one decoded token past the prefill), got {new_tokens}")
-    capture = _Capture()
-    mods = [m for m in model.modules() if _is_ours(m)]
+    twin_mode = kinds is not None
+    kinds = set(kinds or ())
+    capture = _Capture(nested=twin_mode)
+    mods = [m for m in model.modules() if (_module_kind(m) in kinds and not _is_ours(m) if twin_mode else _is_ours(m))]
     hooks = [m.register_forward_pre_hook(capture.pre, with_kwargs=True) for m in mods]
     hooks += [m.register_forward_hook(capture.post) for m in mods]
 
@@ -1412,7 +1439,22 @@ def capture_module_calls(model, ids: torch.Tensor, new_tokens: int, use_cache: b
         capture.forwards += 1
 
     hooks.append(model.register_forward_pre_hook(forward))
-    _CAPTURES.append(capture)
+    impl = model.config._attn_implementation
+    attention_kind = f"attention ({impl})"
+    wrapped = None
+    if twin_mode and attention_kind in kinds:  # the model's own attention function, seen where transformers calls it
+        if impl not in ALL_ATTENTION_FUNCTIONS:
+            raise ValueError(f"kinds: {attention_kind!r} is not a registered attention function; capture it with "
+                             "a model that uses one (load_model() uses 'sdpa')")
+        wrapped = ALL_ATTENTION_FUNCTIONS[impl]
+
+        def entry(module, query, key, value, attention_mask, **kwargs):
+            capture.attention(attention_kind, query, lambda: wrapped(module, query, key, value, attention_mask, **kwargs))
+            return wrapped(module, query, key, value, attention_mask, **kwargs)
+
+        AttentionInterface.register(impl, entry)
+    elif not twin_mode:
+        _CAPTURES.append(capture)
     counts = []
     try:
         for n in (new_tokens, 1):
@@ -1421,7 +1463,10 @@ def capture_module_calls(model, ids: torch.Tensor, new_tokens: int, use_cache: b
             capture.counting = False
             counts.append(capture.counts)
     finally:
-        _CAPTURES.remove(capture)
+        if wrapped is not None:
+            AttentionInterface.register(impl, wrapped)
+        if capture in _CAPTURES:
+            _CAPTURES.remove(capture)
         for h in hooks:
             h.remove()
     many, one = counts
@@ -1436,7 +1481,11 @@ def capture_module_calls(model, ids: torch.Tensor, new_tokens: int, use_cache: b
     for kind, n in many.items():
         per_token = (n - one.get(kind, 0)) / (new_tokens - 1)
         if per_token > 0 and kind in capture.replays:
-            out[kind] = ModuleCall(kind, per_token, in_inference(capture.replays[kind]), reset=capture.resets.get(kind))
+            twin = None
+            if not twin_mode:
+                twin = f"attention ({original_attention})" if kind.startswith("attention (") else capture.twins[kind]
+            out[kind] = ModuleCall(kind, per_token, in_inference(capture.replays[kind]),
+                                   reset=capture.resets.get(kind), twin=twin)
     return out
 
 
@@ -1505,59 +1554,74 @@ class LaunchBudget:
 
 @dataclass
 class ModuleBudget:
-    """The launch budget priced module by module.
+    """The launch budget priced module by module: what each swap adds to the original's time per token.
 
-    A decoded token costs the host its PyTorch launches outside our modules, each at ``torch_us``, plus
-    every call of a module of ours at the price that call costs on its own (``DecodeProfile.ours_alone_ms``:
-    measured in the same rounds as the wall times, ``compare_configs(prices=True)``) times ``in_situ``: how
-    much dearer our modules are inside the model than alone (the caches hold the rest of the step too). The
-    GPU's work runs while the host is still launching, so the token takes the longer of the two:
-    ``max(host, GPU-busy)``. ``torch_us`` is the original's wall ms per token over its launches (the first
-    of ``fitted_on``: it calls no module of ours), and ``in_situ`` is solved from the second; every other
-    configuration is predicted. In CPU mode no PyTorch launch is counted: the original's whole wall time is
-    the base (``base_ms``) and only our calls are priced on top.
+    Every call of a module of ours replaces one call of the original's module (``ModulePrice.twin``: a
+    ``GemvLinear`` an ``nn.Linear``, a ``FastDecoderLayer`` a ``Qwen3DecoderLayer``, our attention function
+    transformers' own). Each is priced on its own, in the same rounds as the wall times
+    (``compare_configs(prices=True)``): the host time of one call, its kernels' launches and the framework's
+    Python around them included. A configuration's host time per decoded token is the original's measured
+    wall time plus, for every call swapped, our call's price minus the replaced call's price, times
+    ``in_situ``: how much dearer calls are inside the model than in a loop on their own (the rest of the
+    step competes for the host's caches). The GPU works while the host is still launching, so the token
+    takes the longer of the two: ``max(host, GPU-busy)``. ``base_ms`` is measured (the original's wall ms per
+    token, the first of ``fitted_on``); ``in_situ`` is solved from the second; every other configuration is
+    predicted. The same in CPU mode, on the interpreter's clock (no GPU-busy time there).
     """
-    torch_us: float     # host µs per PyTorch launch outside our modules (0 in CPU mode)
-    in_situ: float      # our modules' host time in the model over their price alone
+    base_ms: float      # the original's wall ms per decoded token
+    twins: dict         # the original's kind -> ModulePrice of its calls (the original's DecodeProfile.modules)
+    in_situ: float      # calls' host time in the model over their price alone
     fitted_on: tuple    # (the original, the configuration in_situ was solved from)
-    base_ms: float = 0.0  # CPU mode: the original's wall ms per token
+
+    def swapped_ms(self, profile: DecodeProfile) -> float:
+        """Host ms per decoded token that ``profile``'s swaps add at prices alone: each call of ours minus the
+        call of the original's module it replaced."""
+        ours = [m for m in profile.modules.values() if m.twin]  # the original's own modules name no twin
+        missing = sorted({m.twin for m in ours} - set(self.twins))
+        if missing:
+            raise ValueError(f"profile: the original's {missing} were not priced; compare_configs(prices=True) "
+                             "prices the original's modules that the priced configurations replace")
+        return sum(m.per_token * (m.alone_us - self.twins[m.twin].alone_us) for m in ours) / 1e3
 
     def host_ms(self, profile: DecodeProfile) -> float:
-        torch_part = (profile.torch_outside or 0.0) * self.torch_us / 1e3
-        return self.base_ms + torch_part + self.in_situ * profile.ours_alone_ms
+        return self.base_ms + self.in_situ * self.swapped_ms(profile)
 
     def predict_ms(self, profile: DecodeProfile) -> float:
         """Wall ms per decoded token: the longer of host work and GPU-busy time."""
         return max(self.host_ms(profile), profile.gpu_busy_ms_per_token or 0.0)
 
     def implied_in_situ(self, profile: DecodeProfile) -> float | None:
-        """The in-situ factor that would put ``profile`` exactly on its measured wall time (None: no call of ours)."""
-        if not profile.ours_alone_ms:
+        """The in-situ factor that would put ``profile`` exactly on its measured wall time. None where the swaps
+        add less than ``MIN_EFFECT`` of the original's time at prices alone (nothing swapped, or prices that
+        nearly cancel): there the measured difference is mostly noise, and a factor read from it means nothing."""
+        added = self.swapped_ms(profile)
+        if abs(added) < MIN_EFFECT * self.base_ms:
             return None
-        rest = profile.wall_ms_per_token - self.base_ms - (profile.torch_outside or 0.0) * self.torch_us / 1e3
-        return rest / profile.ours_alone_ms
+        return (profile.wall_ms_per_token - self.base_ms) / added
 
 
 def fit_module_budget(profiles: dict, fitted_on: tuple) -> ModuleBudget:
-    """``ModuleBudget`` from two configurations of ``profiles`` (name -> DecodeProfile, priced): the first
-    calls no module of ours (the original) and sets the PyTorch price, the second sets the in-situ factor."""
+    """``ModuleBudget`` from two configurations of ``profiles`` (name -> DecodeProfile, priced): the first is
+    the original (its wall time is the base, its modules' prices the replaced calls'), the second sets the
+    in-situ factor."""
     if len(fitted_on) != 2 or any(name not in profiles for name in fitted_on):
         raise ValueError(f"fitted_on: name two of {list(profiles)}, got {fitted_on!r}")
     base, other = (profiles[name] for name in fitted_on)
-    if base.modules:
-        raise ValueError(f"fitted_on[0]: {fitted_on[0]!r} calls modules of ours ({sorted(base.modules)}); the "
-                         "PyTorch price is solved from one that calls none (the original)")
-    if not other.modules:
+    if any(m.twin for m in base.modules.values()):
+        raise ValueError(f"fitted_on[0]: {fitted_on[0]!r} calls modules of ours; the base is the original, "
+                         "whose own modules are priced (compare_configs(..., prices=True))")
+    if not base.modules:
+        raise ValueError(f"fitted_on[0]: {fitted_on[0]!r} has no priced module; compare with "
+                         "compare_configs(..., prices=True), which prices the original's replaced modules")
+    if not any(m.twin for m in other.modules.values()):
         raise ValueError(f"fitted_on[1]: {fitted_on[1]!r} has no priced module of ours; compare it with "
                          "compare_configs(..., prices=True) and pick one that calls ours")
-    if base.launches_per_token is None:  # CPU mode: no PyTorch launch counted
-        budget = ModuleBudget(0.0, 1.0, tuple(fitted_on), base_ms=base.wall_ms_per_token)
-    else:
-        if other.torch_outside is None:
-            raise ValueError(f"profiles[{fitted_on[1]!r}]: its modules' kernels per call were not counted "
-                             "(compare_configs(..., profile=True, prices=True))")
-        budget = ModuleBudget(1e3 * base.wall_ms_per_token / base.launches_per_token, 1.0, tuple(fitted_on))
-    budget.in_situ = budget.implied_in_situ(other)
+    budget = ModuleBudget(base.wall_ms_per_token, dict(base.modules), 1.0, tuple(fitted_on))
+    in_situ = budget.implied_in_situ(other)
+    if in_situ is None:
+        raise ValueError(f"fitted_on[1]: {fitted_on[1]!r}'s swaps add less than {100 * MIN_EFFECT:.0f}% of "
+                         f"{fitted_on[0]!r}'s time at prices alone; fit the factor on one whose swaps add more")
+    budget.in_situ = in_situ
     return budget
 
 
@@ -1823,11 +1887,12 @@ class Comparison:
         return DecodeProfile(launches, busy, wall, idle, ours, self.profiled_tokens, note, self.module_prices(name))
 
     def module_prices(self, name: str) -> dict:
-        """kind -> ``ModulePrice`` for ``name``'s modules of ours (compare_configs(prices=True)); empty if unpriced."""
+        """kind -> ``ModulePrice`` for ``name``'s modules of ours, or for the original the kinds of its own modules
+        that ours replace (compare_configs(prices=True)); empty if unpriced."""
         out = {}
         for kind, call in self.module_calls.get(name, {}).items():
             r = Ratio.of(self.module_us[name][kind])
-            out[kind] = ModulePrice(call.per_token, r.median, call.kernels, r.quartiles)
+            out[kind] = ModulePrice(call.per_token, r.median, call.kernels, r.quartiles, call.twin)
         return out
 
     def record(self, name: str, id: str, note: str = "") -> Verdict:
@@ -1876,10 +1941,11 @@ def compare_configs(model, configs: dict, prompt_len: int | None = None, new_tok
     ``new_tokens`` > 1, each generation is followed by a 1-token one, so that the wall time per decoded token
     (``Comparison.decode_ms``) comes from the same rounds. ``profile`` (True, or names) also counts launches
     and GPU-busy time per decoded token after the rounds (``Comparison.profile``). ``prices`` (True, or names;
-    configurations that ``generate()`` eagerly) also prices their modules of ours: the warm-up captures one
-    decode-step call of each kind (``capture_module_calls``), and in every round, right after the
-    configuration's generations, each kind's call is timed on its own (``host_us_alone``), so the prices
-    see the same host as the wall times (``DecodeProfile.modules``, ``ModuleBudget``).
+    configurations that ``generate()`` eagerly) also prices their modules of ours and, in the original, the
+    original's modules that those replace: the warm-up captures one decode-step call of each kind
+    (``capture_module_calls``), and in every round, right after the configuration's generations, each kind's
+    call is timed on its own (``host_us_alone``), so the prices see the same host as the wall times
+    (``DecodeProfile.modules``, ``ModuleBudget``).
     """
     prompt_len = SIZES.prompt_len if prompt_len is None else prompt_len
     new_tokens = SIZES.new_tokens if new_tokens is None else new_tokens
@@ -1901,8 +1967,8 @@ def compare_configs(model, configs: dict, prompt_len: int | None = None, new_tok
         raise ValueError(f"profile: {unknown} are not configurations here; choose from {list(every)}")
     if to_profile and new_tokens < 2:
         raise ValueError("profile: counting per decoded token needs new_tokens >= 2")
-    eager = [n for n in every if n != ORIGINAL_AGAIN and split_config(every[n])[1] == "generate"]
-    to_price = eager if prices is True else list(prices or ())
+    eager = [n for n in every if n not in (ORIGINAL, ORIGINAL_AGAIN) and split_config(every[n])[1] == "generate"]
+    to_price = eager if prices is True else [n for n in prices or () if n != ORIGINAL]
     bad = [n for n in to_price if n not in eager]
     if bad:
         raise ValueError(f"prices: {bad} are not configurations here that generate() eagerly; choose from {eager}")
@@ -1923,13 +1989,18 @@ def compare_configs(model, configs: dict, prompt_len: int | None = None, new_tok
 
     per_token = new_tokens > 1
     calls = {}
+    own_attention = model.config._attn_implementation  # what our attention function replaces
     for name in every:  # warm-up: every shape and specialisation met once, untimed (and the calls to price captured)
         if name in to_price:
             kwargs, _, use_cache = split_config(every[name])
             with patched(model, **kwargs):
-                calls[name] = capture_module_calls(model, ids, new_tokens, use_cache)
+                calls[name] = capture_module_calls(model, ids, new_tokens, use_cache,
+                                                   original_attention=own_attention)
         else:
             run(name, new_tokens)
+    twins = {c.twin for name in to_price for c in calls[name].values() if c.twin}
+    if twins:  # the original's modules that ours replace, each priced the same way, in the original's rounds
+        calls = {ORIGINAL: capture_module_calls(model, ids, new_tokens, kinds=twins), **calls}
     seconds = {name: [] for name in every}
     first = {name: [] for name in every} if per_token else {}
     alone = {name: {kind: [] for kind in calls[name]} for name in calls}
@@ -1950,7 +2021,9 @@ def compare_configs(model, configs: dict, prompt_len: int | None = None, new_tok
     for name in to_profile:
         kwargs, decoder, use_cache = split_config(every[name])
         with patched(model, **kwargs):
-            counts[name] = _count_decode(model, ids, n, use_cache, decoder)
+            # generate() is warm from the rounds; a graph decoder is built afresh here, and its first run captures
+            # (the warm-up kernels of a capture would count in the n-token run and not in the 1-token one)
+            counts[name] = _count_decode(model, ids, n, use_cache, decoder, warm=decoder != "generate")
     for name in calls:  # after the rounds: the profiler's bookkeeping stays out of the timed part
         count_module_calls(calls[name])
     return Comparison(tps, seconds, ratios, orders, prompt_len, new_tokens, first, counts, n if counts else 0,
@@ -2094,6 +2167,9 @@ REPRODUCE_CONFIGS = {  # result id -> (configuration name, patched() arguments),
     "attention.slowdown": ("per-head attention", dict(attention="slow")),
     "full.slowdown": ("all custom", ALL_CUSTOM),
 }
+# Tokens/s effects near the noise floor (the two-pass RMSNorm measured 0.99 and 1.02 against the original on the
+# H200): their chapter and ``reproduce`` compare them in SIZES.rounds_small rounds, the rest in SIZES.rounds.
+SMALL_EFFECTS = ("rmsnorm.tps_slowdown",)
 
 
 def _kernel_ratio_cases() -> dict:
@@ -2153,8 +2229,10 @@ def reproduce(model=None, tokenizer=None, ids=None, rounds: int | None = None, c
     """Re-measure the headline ratios (all, or those in ``ids``) and set each beside the committed run.
 
     Kernel ratios: GPU time in shuffled rounds against the PyTorch call with its own A/A floor
-    (``compare_calls``); tokens/s ratios: one ``compare_configs`` run of ``reproduce_configs(ids)``, or
-    ``comparison`` when the caller already ran it (chapter 8 profiles it too). Returns a DataFrame: id,
+    (``compare_calls``); tokens/s ratios: ``compare_configs`` runs of ``reproduce_configs(ids)``, one in
+    ``SIZES.rounds_small`` rounds for the ``SMALL_EFFECTS`` and one in ``SIZES.rounds`` for the rest (``rounds``
+    overrides both), or ``comparison`` when the caller already ran one with every configuration (chapter 8
+    profiles and prices it too). Returns a DataFrame: id,
     what, clock, yours, quartiles, A/A floor, committed, deviation (%), verdict (yours). The tokens/s
     ratios need ``model`` (the same model the chapters use; loaded here when None).
     """
@@ -2176,23 +2254,29 @@ def reproduce(model=None, tokenizer=None, ids=None, rounds: int | None = None, c
         rows.append({"id": key, "what": "kernel time ratio", "clock": c.clock, "yours": r.median,
                      "quartiles": r.quartiles, "A/A floor": f.median,
                      "verdict": c.verdict("ours").text})
-    wanted = reproduce_configs(ids)
+    wanted = [i for i in ids if i in REPRODUCE_CONFIGS]
     if wanted:
-        if comparison is None:
+        if comparison is not None:
+            missing = [REPRODUCE_CONFIGS[i][0] for i in wanted if REPRODUCE_CONFIGS[i][0] not in comparison.ratios]
+            if missing:
+                raise ValueError(f"comparison: has no {missing}; run compare_configs with reproduce_configs(ids)")
+            comparisons = {key: comparison for key in wanted}
+        else:
             if model is None:
                 model, tokenizer, _ = load_model()
-            comparison = compare_configs(model, wanted, tokenizer=tokenizer, rounds=rounds)
-        missing = [name for name in wanted if name not in comparison.ratios]
-        if missing:
-            raise ValueError(f"comparison: has no {missing}; run compare_configs with reproduce_configs(ids)")
-        f = comparison.floor
-        for key in [i for i in ids if i in REPRODUCE_CONFIGS]:
-            name = REPRODUCE_CONFIGS[key][0]
-            r = comparison.ratios[name]
+            comparisons = {}
+            small = [i for i in wanted if i in SMALL_EFFECTS]  # more rounds where the effect is near the noise
+            for group, n in ((small, SIZES.rounds_small), ([i for i in wanted if i not in small], SIZES.rounds)):
+                if group:
+                    c = compare_configs(model, reproduce_configs(group), tokenizer=tokenizer,
+                                        rounds=rounds if rounds is not None else n)
+                    comparisons.update({key: c for key in group})
+        for key in wanted:
+            name, c = REPRODUCE_CONFIGS[key][0], comparisons[key]
+            r = c.ratios[name]
             rows.append({"id": key, "what": f"time ratio to the original ({name})",
-                         "clock": f"wall, {len(comparison.orders)} shuffled rounds", "yours": r.median,
-                         "quartiles": r.quartiles, "A/A floor": f.median,
-                         "verdict": comparison.verdict(name).text})
+                         "clock": f"wall, {len(c.orders)} shuffled rounds", "yours": r.median,
+                         "quartiles": r.quartiles, "A/A floor": c.floor.median, "verdict": c.verdict(name).text})
     out = pd.DataFrame(rows)
     out["committed"] = [_committed_value(table, k) for k in out["id"]]
     out["deviation %"] = 100 * (out["yours"] / out["committed"] - 1)
@@ -2225,6 +2309,66 @@ def results(path: Path | None = None):
         if column not in table:
             table[column] = float("nan") if column in ("low", "high") else ""
     return table
+
+
+SAME_RUN_MINUTES = 60  # a full-size series runs chapter 1 to chapter 8 well within this on an H200
+
+
+def recorded_when(time, since, chapter) -> str:
+    """When chapter ``chapter``'s result was recorded (its ``time`` in the results table), set against ``since``
+    (the quoting chapter's start, a UTC timestamp), in words: 'recorded 2026-11-30 22:29 UTC, 10 minutes before
+    this chapter started, in another process'. Says so plainly where no time was recorded, and where the row is
+    older than ``SAME_RUN_MINUTES``: then it probably comes from an earlier session than the quoting chapter's."""
+    import pandas as pd
+
+    stamp = pd.to_datetime(time, utc=True, errors="coerce") if time else pd.NaT
+    if pd.isna(stamp):
+        return "with no time recorded, so whether it comes from the same run as this chapter's numbers is unknown"
+    minutes = (pd.Timestamp(since) - stamp).total_seconds() / 60
+    when = f"recorded {stamp:%Y-%m-%d %H:%M} UTC"
+    if minutes < 0:
+        return f"{when}, while this chapter ran"
+    ago = (f"{minutes:.0f} minutes" if minutes < 120 else f"{minutes / 60:.1f} hours" if minutes < 2880 else
+           f"{minutes / 1440:.0f} days")
+    text = f"{when}, {ago} before this chapter started, in another process"
+    if minutes > SAME_RUN_MINUTES:
+        text += (f": more than {SAME_RUN_MINUTES} minutes earlier, so probably not in the same run as this "
+                 f"chapter's numbers (run chapter {chapter} again, then this one, to compare like with like)")
+    return text
+
+
+def beside_baseline(profile: "DecodeProfile") -> str:
+    """A chapter's original (wall and GPU-busy ms per decoded token) beside chapter 1's recorded baseline
+    (``baseline.wall_ms_per_token``): the same model at the same sizes, measured in another process. Words from
+    ``verdict`` of the quotient; where the wall moved and the GPU-busy time did not, the difference is the host's."""
+    table = results().set_index("id")
+
+    def found(i):
+        return table.loc[i] if i in table.index and table.loc[i, "value"] == table.loc[i, "value"] else None
+
+    wall = found("baseline.wall_ms_per_token")
+    if wall is None:
+        return ("**The original, beside chapter 1's.** No run has recorded chapter 1's wall ms per decoded token on "
+                "this machine yet (`baseline.wall_ms_per_token`), so there is no other process to set this one "
+                "beside.")
+    w1 = float(wall["value"])
+    v = verdict(profile.wall_ms_per_token / w1)  # above 1: slower here than in chapter 1
+    text = (f"**The original, beside chapter 1's.** Here the original took {profile.wall_ms_per_token:.2f} wall ms per "
+            f"decoded token; chapter 1 recorded {w1:.2f} for the same model at the same sizes "
+            f"(`baseline.wall_ms_per_token`, recorded {wall['time']}, in its own process): ")
+    if not v.real:
+        return text + f"within noise ({v.reason})."
+    text += f"{v.text} here, though nothing in the model changed. "
+    busy = found("baseline.gpu_busy_ms_per_token")
+    if busy is not None and profile.gpu_busy_ms_per_token is not None:
+        b1 = float(busy["value"])
+        bv = verdict(profile.gpu_busy_ms_per_token / b1)
+        text += (f"GPU-busy time per token did not change ({profile.gpu_busy_ms_per_token:.2f} against {b1:.2f} ms, "
+                 f"within noise: {bv.reason}), so the difference is the host's: its pace moves between processes "
+                 "and over a long run of the series. " if not bv.real else
+                 f"GPU-busy time per token moved too ({profile.gpu_busy_ms_per_token:.2f} against {b1:.2f} ms, "
+                 f"{bv.text}), so not all of the difference is the host's. ")
+    return text + "That is why a chapter compares only ratios within its own rounds, never its tokens/s with another's."
 
 
 def record(id: str, value, unit: str, note: str = "", spread: "Ratio | None" = None, verdict: str = "") -> None:

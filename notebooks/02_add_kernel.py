@@ -461,7 +461,7 @@ print("kernels per call:", helpers.launch_note("call"))
 #
 # Every kernel pays its launch price before it runs. The later chapters use these two numbers: chapter 3
 # prices the launches of its RMSNorm swap with them before measuring it, and chapter 8 sets them beside the
-# prices its launch-budget model finds inside `generate()`. Each is one host reading (the median of a few
+# price of each module call, ours and the original's, each timed on its own. Each is one host reading (the median of a few
 # synchronised loops, no rounds), so a small difference between the two is read against how far single
 # host readings move, never as a finding of its own.
 #
@@ -683,12 +683,12 @@ helpers.md(text)
 # %% [markdown]
 # The spread the two prices are read against is the widest of the sweep's single host readings of one
 # launch-bound call, the first size included. Check where it comes from: if one size stands far from the
-# rest, the ruling rests on that one reading. In the committed H200 run it did: ours read 42.0 µs at 4K
-# elements and 21.0 to 24.5 µs at the other five launch-bound sizes, and the 4K point is the first size the
-# loop measured, where the sweep's reading below points to a host still warming up. Without it, single
-# readings there moved by 3.5 µs (ours) and 0.39 µs (`torch.add`), less than the 5.25 µs between the two
-# empty launches, and ours cost the host 2.7-3.1x `torch.add`'s at every launch-bound size. So on that run
-# the empty Triton launch was probably the dearer, though only by one reading of each.
+# rest, the ruling rests on that one reading. In the committed H200 run the widest reading was not the
+# first size: ours read 35.7 µs at 64K elements against 19.8 to 26.2 µs at its other five launch-bound
+# sizes, and `torch.add` read 10.5 and 10.6 µs at 64K and 4M against 7.16 to 7.53 µs elsewhere. Even
+# without the 64K point, ours' single readings moved by 6.4 µs, more than the 5.70 µs between the two empty
+# launches, so that run gives no ground to call either launch the dearer; ours cost the host 1.87-3.66x
+# `torch.add`'s at the launch-bound sizes.
 
 # %% [markdown]
 # ### Beside the blog's numbers

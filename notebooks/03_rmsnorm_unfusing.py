@@ -861,9 +861,9 @@ helpers.md(text)
 
 # %% [markdown]
 # (In the predictions above, "N% below" or "N% above" is the larger of prediction and measurement over the
-# smaller, minus 1, so that a miss counts the same on either side: in the committed H200 run, 1.69x against
-# a predicted 2x read as 18% below it, although 1.69 lies 15.5% under 2. The predictions of the whole model, below and in chapters 4
-# and 5, give their error as (predicted - measured) / measured instead.)
+# smaller, minus 1, so that a miss counts the same on either side: in the committed H200 run, 1.72x against
+# a predicted 2x read as 16% below it, although 1.72 lies 14% under 2. The predictions of the whole model,
+# below and in chapters 4 and 5, give their error as (predicted - measured) / measured instead.)
 
 # %% [markdown]
 # ## What one call costs inside a model
@@ -951,8 +951,9 @@ else:
 #
 # One measurement, `helpers.compare_configs(..., profile=True)`, does two jobs:
 #
-# - it times the original and the swapped model in shuffled, interleaved rounds: one generation of
-#   each per round, each followed by a one-token generation, so that the **wall ms per decoded token**
+# - it times the original and the swapped model in shuffled, interleaved rounds (`SIZES.rounds_small`
+#   of them, twice the series' usual count: on a fast GPU this swap's effect on tokens/s lies near the
+#   noise, and a median of more rounds strays less from run to run): one generation of each per round, each followed by a one-token generation, so that the **wall ms per decoded token**
 #   (prefill excluded) comes from the same rounds as the tokens/s; each round's time is divided by the
 #   original's of the same round. It also runs the original against itself: that A/A ratio is this run's
 #   noise floor, and a swap whose ratio does not stand out of twice it, and of the series' 5% minimum, is
@@ -978,7 +979,7 @@ else:
 #   and an empty Triton launch, each one host reading, made in loops of thousands of calls. Chapter 2 set
 #   those two side by side, one reading of each (no rounds, so no verdict), and ranked them only where their
 #   difference lay beyond the spread of its own single host readings: in the committed H200 run it did not
-#   (5.25 µs, inside that spread), so chapter 2 called neither the dearer. Where yours did the same, read the
+#   (5.70 µs, inside that spread), so chapter 2 called neither the dearer. Where yours did the same, read the
 #   word "ranked" in the output above as "set side by side". It read a real `torch.add` against its
 #   one-element op the same way (quoted above, where chapter 2 has run on a GPU): they are the best prices
 #   we have, used as read, not floors;
@@ -995,7 +996,8 @@ else:
 # %%
 n_norms = len(norms)
 SWAP = "two-pass RMSNorm"
-comparison = helpers.compare_configs(model, {SWAP: dict(rmsnorm="two_pass")}, tokenizer=tokenizer, profile=True)
+comparison = helpers.compare_configs(model, {SWAP: dict(rmsnorm="two_pass")}, tokenizer=tokenizer, profile=True,
+                                     rounds=SIZES.rounds_small)  # a swap near the noise: twice the rounds
 before, after = comparison.profile(helpers.ORIGINAL), comparison.profile(SWAP)
 assert abs(after.project_launches_per_token - 2 * n_norms) < 1e-9, "2 launches per RMSNorm per token"
 print(f"counted per decoded token ({helpers.launch_note()}): original {helpers.fmt(before.launches_per_token, 0)}, "
@@ -1102,40 +1104,6 @@ def judged(error, predicted_v, measured_v) -> str:
             f"{measured_v.text}")
 
 
-def beside_chapter1(profile) -> str:
-    """This chapter's original (wall and GPU-busy ms per decoded token) beside chapter 1's recorded baseline: the same
-    model at the same sizes, measured in another process. Words from ``helpers.verdict`` of the quotient."""
-    table = helpers.results().set_index("id")
-
-    def recorded(i):
-        return table.loc[i] if i in table.index and table.loc[i, "value"] == table.loc[i, "value"] else None
-
-    wall = recorded("baseline.wall_ms_per_token")
-    if wall is None:
-        return ("**The original, beside chapter 1's.** No run has recorded chapter 1's wall ms per decoded token on "
-                "this machine yet (`baseline.wall_ms_per_token`), so there is no other process to set this one "
-                "beside. ")
-    w1 = float(wall["value"])
-    v = helpers.verdict(profile.wall_ms_per_token / w1)  # above 1: slower here than in chapter 1
-    text = (f"**The original, beside chapter 1's.** Here the original took {profile.wall_ms_per_token:.2f} wall ms per "
-            f"decoded token; chapter 1 recorded {w1:.2f} for the same model at the same sizes "
-            f"(`baseline.wall_ms_per_token`, recorded {wall['time']}, in its own process): ")
-    if not v.real:
-        return text + f"within noise ({v.reason}). "
-    text += f"{v.text} here, though nothing in the model changed. "
-    busy = recorded("baseline.gpu_busy_ms_per_token")
-    if busy is not None and profile.gpu_busy_ms_per_token is not None:
-        b1 = float(busy["value"])
-        bv = helpers.verdict(profile.gpu_busy_ms_per_token / b1)
-        text += (f"GPU-busy time per token did not change ({profile.gpu_busy_ms_per_token:.2f} against {b1:.2f} ms, "
-                 f"within noise: {bv.reason}), so the difference is the host's: its pace moves between processes "
-                 "and over a long run of the series. " if not bv.real else
-                 f"GPU-busy time per token moved too ({profile.gpu_busy_ms_per_token:.2f} against {b1:.2f} ms, "
-                 f"{bv.text}), so not all of the difference is the host's. ")
-    return text + ("That is why this chapter compares only ratios within its own rounds, never its tokens/s with "
-                   "another chapter's. ")
-
-
 swap, floor = comparison.ratios[SWAP], comparison.floor
 per_token = comparison.decode_ratio(SWAP)
 decode_floor = comparison.decode_ratio(helpers.ORIGINAL_AGAIN)  # the A/A floor of wall ms per decoded token
@@ -1205,8 +1173,8 @@ if before.launches_per_token is not None:
                  f"{judged(check_error, check_verdict, per_token_verdict)}. "
                  + ("The check's prices include the Python around each launch (the framework's, our launcher's); an "
                     "empty launch's do not. " if abs(check_error) <= bar < abs(error) else "")
-                 + "Both sets of prices rest on single host readings or on one run's averages; chapter 8 fits the "
-                 "two prices on whole-model runs instead. ")
+                 + "Both sets of prices rest on single host readings or on one run's averages; chapter 8 instead "
+                 "prices every kind of module call on its own, in the rounds of a whole-model comparison. ")
     if delta < 0 and not (per_token_verdict.real and per_token_verdict.ratio < 1):
         moved = ("did not move beyond this run's noise" if not per_token_verdict.real else
                  f"went up ({per_token_verdict.text})")
@@ -1223,7 +1191,7 @@ else:
              "token with the swap, none in the original) and no GPU time, so there was no prediction to test; "
              "these wall times are the interpreter's. ")
 blog_swap = helpers.verdict(helpers.blog("rmsnorm.tps_original") / helpers.blog("rmsnorm.tps_custom"))
-text += ("\n\n" + beside_chapter1(before)
+text += ("\n\n" + helpers.beside_baseline(before)
          + f"\n\n{same} of the {SIZES.new_tokens} greedy tokens match the original model's. "
          f"The blog went from {helpers.blog('rmsnorm.tps_original')} to {helpers.blog('rmsnorm.tps_custom')} "
          f"tokens/s on a T4 ({blog_swap.text}) with the same swap, from one run of each model; here the swap came "

@@ -759,10 +759,10 @@ helpers.md(text)
 # Two things to know before reading the figure below. Nearby labels are moved down a line at a time until
 # they no longer overlap, so a decode-shape label can sit beside another tile's dot or below every dot:
 # take each tile's time from the sweep's table above, not from where its label lands. (In the committed
-# H200 run the lowest decode point is m16_n16_k16, 0.39 TFLOP/s, the default m64_n64_k32 is at 0.565, and
-# the highest tile is m16_n128_k64, 0.71.) And on a GPU whose `tl.dot` runs on the tensor cores, as an
+# H200 run the lowest decode point is m16_n16_k16, 0.39 TFLOP/s, the default m64_n64_k32 is at 0.563, and
+# the highest tile is m16_n128_k64, 0.70.) And on a GPU whose `tl.dot` runs on the tensor cores, as an
 # H200's does, our kernel's roof is the solid line: a model-shape point that lands near the dashed FMA roof,
-# as ours did in the committed H200 run (70.6 TFLOP/s against the FMA peak of 67), lands there by
+# as ours did in the committed H200 run (70.4 TFLOP/s against the FMA peak of 67), lands there by
 # coincidence. The dashed roof binds only where `tl.dot` compiles to FMA, as on a T4.
 
 # %%
@@ -966,9 +966,10 @@ explore(DEFAULT)  # try explore("m16_n128_k64")
 #   prices each kind of call of ours on its own, and lets a token take the longer of host and GPU.) The output below
 #   prints this reading of the two-pass call beside chapter 3's, the same call timed the same way in
 #   chapter 3's process. Where the two differ by more than the spread of chapter 3's own single readings
-#   of that call across its sweep (59.2 to 98.8 µs in the committed H200 run), the last step's price is
-#   uncertain by that much. In the committed H200 run they did: 116.8 µs per call here against 59.2 in
-#   chapter 3. The cause is not established; it is an open question for the project.
+#   of that call across its sweep (64.5 to 117 µs in the committed H200 run), the last step's price is
+#   uncertain by that much. In the committed H200 run they did not: 107.0 µs per call here against 95.4 in
+#   chapter 3, inside that spread (a run before it read 116.8 against 59.2: the host's pace moves between
+#   processes).
 # - The launch counts and GPU-busy ms are each swap's own, from the profile.
 #
 # Each replaced linear layer is still one launch per token (PyTorch's is one cuBLAS kernel, ours one Triton
@@ -1249,34 +1250,6 @@ def beside_chapter3(last_v) -> str:
     return text
 
 
-def beside_chapter1(profile) -> str:
-    """This chapter's original (wall and GPU-busy ms per decoded token) beside chapter 1's recorded baseline: the same
-    model at the same sizes, measured in another process. Words from ``helpers.verdict`` of the quotient."""
-    wall = recorded("baseline.wall_ms_per_token")
-    if wall is None:
-        return ("**The original, beside chapter 1's.** No run has recorded chapter 1's wall ms per decoded token on "
-                "this machine yet (`baseline.wall_ms_per_token`), so there is no other process to set this one "
-                "beside.")
-    w1 = float(wall["value"])
-    v = helpers.verdict(profile.wall_ms_per_token / w1)  # above 1: slower here than in chapter 1
-    text = (f"**The original, beside chapter 1's.** Here the original took {profile.wall_ms_per_token:.2f} wall ms per "
-            f"decoded token; chapter 1 recorded {w1:.2f} for the same model at the same sizes "
-            f"(`baseline.wall_ms_per_token`, recorded {wall['time']}, in its own process): ")
-    if not v.real:
-        return text + f"within noise ({v.reason})."
-    text += f"{v.text} here, though nothing in the model changed. "
-    busy = recorded("baseline.gpu_busy_ms_per_token")
-    if busy is not None and profile.gpu_busy_ms_per_token is not None:
-        b1 = float(busy["value"])
-        bv = helpers.verdict(profile.gpu_busy_ms_per_token / b1)
-        text += (f"GPU-busy time per token did not change ({profile.gpu_busy_ms_per_token:.2f} against {b1:.2f} ms, "
-                 f"within noise: {bv.reason}), so the difference is the host's: its pace moves between processes "
-                 "and over a long run of the series. " if not bv.real else
-                 f"GPU-busy time per token moved too ({profile.gpu_busy_ms_per_token:.2f} against {b1:.2f} ms, "
-                 f"{bv.text}), so not all of the difference is the host's. ")
-    return text + "Only ratios within one run's rounds are compared here."
-
-
 mlp_over_attn = over_previous("attention + MLP proj", "attention proj")
 mlp_v = helpers.verdict(mlp_over_attn, floor)
 floor_v = comparison.verdict(helpers.ORIGINAL_AGAIN)  # the floor against the 5% minimum alone
@@ -1362,28 +1335,27 @@ else:  # two swaps in one step, and neither timed alone here: the step's verdict
     text += (f"That step swaps two things at once, `lm_head` and the RMSNorms{moved}; this chapter times them "
              f"only together, so it cannot say which of the two made the model {direction(last_v)} "
              "(chapter 3 times the RMSNorm swap on its own). ")
-text += "\n\n" + beside_chapter3(last_v) + "\n\n" + beside_chapter1(orig)
+text += "\n\n" + beside_chapter3(last_v) + "\n\n" + helpers.beside_baseline(orig)
 helpers.md(text)
 
 # %% [markdown]
 # **The step-by-step directions, checked.** The step-by-step reading above counts a step as "the same
 # direction" whenever the measured change lies on the predicted side, whether or not the rounds can tell
 # it from noise. Check each step against its round-by-round verdict earlier in the same output. In the
-# committed H200 run the MLP step's "1.05x slower" is the 1.05 (1.03-1.08) read there as within noise,
-# while the budget predicted +6.14 ms and the rounds measured +0.29 ms: that step missed on the effect,
-# and only the last step's direction was a real match.
+# committed H200 run the MLP step's direction was a real match (predicted +3.75 ms, measured +11.38 ms,
+# 1.14x slower round by round, about three times the predicted size), while the last step's predicted
+# 1.26x faster came out within noise: the rounds could not see it.
 #
 # **The last step with chapter 3's price.** The last step's price rests on this chapter's one host reading
 # of the two-pass call (printed beside chapter 3's where the prices were set). Where the two readings
 # differ beyond chapter 3's spread, the reading of the last step above moves with the price, and neither
-# chapter can say which reading holds. In the committed H200 run, with chapter 3's 29.6 µs per launch of
-# the two-pass call instead of 58.4, the last step's price would be 44.7 µs per launch of ours instead of
-# 60.1, its prediction about 34.9 wall ms per decoded token (-5.3% against the measured 36.89, instead of
-# +12.3%), and its predicted change over the step before about -8.7 ms instead of -2.23 (measured: -2.85).
-# The "4.54 ms per token that the budget counts and the model does not spend" would become about 2 ms that the
-# model spends and the budget does not count. With either price the prediction lies within the 20% bar and
-# calls the step faster, as measured; the size and the sign of its error rest on which host reading of the
-# two-pass call is right, and why the two differ is an open question for the project.
+# chapter can say which reading holds. In the committed H200 run the two readings (53.5 µs per launch here,
+# 47.7 in chapter 3) lay inside chapter 3's spread. With chapter 3's price the last step's price would be
+# about 46.3 µs per launch of ours instead of 49.4, and its prediction about 40.0 wall ms per decoded token
+# (-28% against the measured 55.65, instead of -25.7%). With either price the prediction misses the 20% bar
+# on the low side and calls the step faster, where the rounds found it within noise; chapter 8's budget,
+# which prices each module call of ours against the original's call it replaces, puts this configuration
+# within its bar.
 
 # %% [markdown]
 # ### The blog's steps beside yours
@@ -1444,9 +1416,9 @@ helpers.md(
 
 # %% [markdown]
 # (In the steps table above, the `blog (T4)` and `yours` columns are rounded to two decimals, whatever
-# zeros the display adds: a `yours` of 0.9000 is a median rounded to 0.90.
+# zeros the display adds: a `yours` of 0.9500 is a median rounded to 0.95.
 # Rounded up, it can look as if it lay above quartiles printed to three digits; in the committed H200 run
-# the last step's 0.90 came from inside its quartiles, 0.882-0.899.)
+# the last step's 0.95 lies inside its quartiles, 0.885-1.01.)
 
 # %% [markdown]
 # ## Your numbers beside the blog's

@@ -534,30 +534,6 @@ reading += (
 )
 
 
-SAME_RUN_MINUTES = 60  # a full-size series runs chapter 2 to this one well within this on an H200
-
-
-def recorded_when(time):
-    """When another chapter's result was recorded (its ``time`` in the results table), set against this chapter's
-    start, in words: 'recorded 2026-11-30 22:29 UTC, 10 minutes before this chapter started, in another process'.
-    Says so plainly where no time was recorded, and where the row is older than SAME_RUN_MINUTES: then it
-    probably comes from an earlier session than this chapter's own numbers."""
-    stamp = pd.to_datetime(time, utc=True, errors="coerce") if time else pd.NaT
-    if pd.isna(stamp):
-        return "with no time recorded, so whether they come from the same run as this chapter's numbers is unknown"
-    minutes = (STARTED - stamp).total_seconds() / 60
-    when = f"recorded {stamp:%Y-%m-%d %H:%M} UTC"
-    if minutes < 0:
-        return f"{when}, while this chapter ran"
-    ago = (f"{minutes:.0f} minutes" if minutes < 120 else f"{minutes / 60:.1f} hours" if minutes < 2880 else
-           f"{minutes / 1440:.0f} days")
-    text = f"{when}, {ago} before this chapter started, in another process"
-    if minutes > SAME_RUN_MINUTES:
-        text += (f": more than {SAME_RUN_MINUTES} minutes earlier, so probably not in the same run as this "
-                 "chapter's numbers (run chapter 2 again, then this one, to compare like with like)")
-    return text
-
-
 def chapter2_prices():
     """Chapter 2's host µs of an empty Triton launch and of a one-element PyTorch op, where this run's results
     (helpers.results()) hold them: {"triton": ..., "torch": ..., "time": the older row's time}, or fewer keys."""
@@ -637,9 +613,9 @@ def read_launch_prices():
     mix = {s: (ours[s] * ch2["triton"] + (times[s, "slow"].launches - ours[s]) * ch2["torch"])
               / times[s, "slow"].launches for s in SHAPES}
     loop_ratio = [price[s, "slow"] / mix[s] for s in SHAPES]
-    text += (f"Chapter 2 recorded, in this GPU's results, {ch2['torch']:.1f} µs for a one-element PyTorch op and "
-             f"{ch2['triton']:.1f} µs for an empty Triton launch ({recorded_when(ch2['time'])}). The launches of SDPA "
-             "and the PyTorch ops cost "
+    text += (f"Chapter 2 recorded, in this GPU's results, {ch2['torch']:.2f} µs for a one-element PyTorch op and "
+             f"{ch2['triton']:.2f} µs for an empty Triton launch ({helpers.recorded_when(ch2['time'], STARTED, 2)}). "
+             "The launches of SDPA and the PyTorch ops cost "
              f"{times_range(min(torch_side) / ch2['torch'], max(torch_side) / ch2['torch'])} the PyTorch op; the "
              f"per-head loop's, {slow_ours:.0f} of its {times['qwen', 'slow'].launches:.0f} ours, cost "
              f"{times_range(min(loop_ratio), max(loop_ratio))} the two empty launches mixed in the same proportion "
@@ -843,8 +819,9 @@ helpers.record("attention.modules_replaced", counts["attention"], "modules", "at
 #   launches per call (every kernel of the call, ours and the mask's PyTorch ops alike), the table's "host
 #   µs per launch". Of the loop's two rows, Qwen3's shape is the one used, because it is the shape the
 #   model's attention runs; the blog's shape, priced the same way, is printed beside it.
-# - Chapter 8 prices our calls the same way, each kind timed on its own, and fits only PyTorch's price and
-#   one factor for how much dearer our calls are inside the model (`helpers.ModuleBudget`).
+# - Chapter 8 prices each kind of call the same way, ours and the original's it replaces, each timed on its
+#   own, and fits only one factor for how much dearer the swaps are inside the model
+#   (`helpers.ModuleBudget`).
 # - The launch counts $n$ and the GPU-busy ms are the patched model's own, from the profiler.
 #
 # The launch count itself is predicted by hand from the microbenchmark: the original's launches per token,
@@ -900,7 +877,7 @@ predicted_ms = budget = None
 if helpers.HAS_GPU:
     torch_us = ((profile_original.wall_ms_per_token - profile_original.gpu_busy_ms_per_token) * 1e3
                 / profile_original.launches)
-    # both prices measured here, not fitted: fitted_on names where each came from (chapter 8 fits them instead)
+    # both prices measured here, not fitted: fitted_on names where each came from (chapter 8 prices module calls)
     budget = helpers.LaunchBudget(torch_us=torch_us, ours_us=ours_us,
                                   fitted_on=("original", "host time per call of the per-head attention"))
     predicted_ms = budget.predict_ms(profile_custom)
@@ -992,9 +969,9 @@ helpers.md(text)
 # %% [markdown]
 # The original's own times here need not match chapter 1's, and only the ratios within this run's rounds
 # are compared. Set them beside chapter 1's anyway (`baseline.wall_ms_per_token` in the results): in the
-# committed H200 run the original here took 28.07 wall ms per decoded token (35.57 tokens/s), against
-# chapter 1's 22.26 (44.81 tokens/s), 1.26x slower with the model unchanged and its GPU-busy time the same
-# (3.37 against 3.39 ms per token). The host's pace drifts between processes and over a long run of the
+# committed H200 run the original here took 34.42 wall ms per decoded token (29.04 tokens/s), against
+# chapter 1's 27.36 (36.02 tokens/s), 1.26x slower with the model unchanged and its GPU-busy time the same
+# (3.38 against 3.40 ms per token). The host's pace drifts between processes and over a long run of the
 # series, which is why this chapter reads only ratios within one run's rounds.
 
 # %% [markdown]

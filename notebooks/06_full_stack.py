@@ -222,7 +222,7 @@ helpers.md(read_quotients(comparison, [helpers.ORIGINAL_AGAIN, CUSTOM]))
 # token below comes from one of those slots, so it carries that noise as well as any difference between
 # processes; set beside chapter 1's number, part of the gap may be this process's own noise. The slowdown's
 # verdict already allows for it: its noise threshold is widened to twice the floor's distance from 1 (in the
-# committed H200 run the floor was 0.88, 12% off 1, so a ratio had to pass 24% to count; 4.33x did).
+# committed H200 run the floor was 1.09, 9% off 1, so a ratio had to pass about 19% to count; 4.54x did).
 # (`helpers.regime`, quoted at the end of the section, calls this wall ms per decoded token the host's time,
 # "host time ... ms", and the GPU-busy ms the GPU's time.)
 
@@ -248,30 +248,6 @@ for name, p in profiles.items():
                        "summed kernel time per decoded token (torch.profiler, after the rounds)")
 
 
-SAME_RUN_MINUTES = 60  # a full-size series runs chapters 1 to 5 and this one well within this on an H200
-
-
-def recorded_when(time, chapter):
-    """When chapter ``chapter``'s result was recorded (its ``time`` in the results table), set against this
-    chapter's start, in words: 'recorded 2026-11-30 22:29 UTC, 10 minutes before this chapter started, in another
-    process'. Says so plainly where no time was recorded, and where the row is older than SAME_RUN_MINUTES: then
-    it probably comes from an earlier session than this chapter's own numbers."""
-    stamp = pd.to_datetime(time, utc=True, errors="coerce") if time else pd.NaT
-    if pd.isna(stamp):
-        return "with no time recorded, so whether it comes from the same run as this chapter's numbers is unknown"
-    minutes = (STARTED - stamp).total_seconds() / 60
-    when = f"recorded {stamp:%Y-%m-%d %H:%M} UTC"
-    if minutes < 0:
-        return f"{when}, while this chapter ran"
-    ago = (f"{minutes:.0f} minutes" if minutes < 120 else f"{minutes / 60:.1f} hours" if minutes < 2880 else
-           f"{minutes / 1440:.0f} days")
-    text = f"{when}, {ago} before this chapter started, in another process"
-    if minutes > SAME_RUN_MINUTES:
-        text += (f": more than {SAME_RUN_MINUTES} minutes earlier, so probably not in the same run as this "
-                 f"chapter's numbers (run chapter {chapter} again, then this one, to compare like with like)")
-    return text
-
-
 def read_between_processes(wall_ms, recorded):
     """This chapter's wall ms per decoded token of the original beside chapter 1's (``recorded``: its row of the
     results table, or None): the same model at the same sizes, measured in another process. The words come from
@@ -286,7 +262,7 @@ def read_between_processes(wall_ms, recorded):
     text = (f"Chapter 1 timed the same original model at the same prompt ({SIZES.prompt_len} tokens) and "
             f"{SIZES.new_tokens} new tokens, in its own process: **{value:.2f} wall ms** per decoded token"
             + (f" (quartiles of its rounds {helpers.Ratio(value, low, high, []).quartiles})" if spread else "")
-            + f", against **{wall_ms:.2f}** here. Chapter 1's row was {recorded_when(recorded['time'], 1)}. ")
+            + f", against **{wall_ms:.2f}** here. Chapter 1's row was {helpers.recorded_when(recorded['time'], STARTED, 1)}. ")
     if v.real:
         text += (f"Chapter 1's is {abs(100 * (v.ratio - 1)):.0f}% {'higher' if v.ratio > 1 else 'lower'} "
                  f"(beyond the series' {100 * v.noise:.0f}% noise threshold), though nothing in the model changed: "
@@ -343,7 +319,7 @@ def read_launch_price(per_extra_us, per_own_us):
     if set(ids) <= set(rows.index):
         triton_us, torch_us = (float(rows.loc[i, "value"]) for i in ids)
         stamps = pd.to_datetime(pd.Series([rows.loc[i, "time"] for i in ids]), utc=True, errors="coerce")
-        when = recorded_when("" if stamps.isna().any() else str(stamps.min()), 2)
+        when = helpers.recorded_when("" if stamps.isna().any() else str(stamps.min()), STARTED, 2)
         text += (f"Chapter 2 timed an empty launch on this machine's host clock: {triton_us:.1f} µs for a Triton "
                  f"kernel, {torch_us:.1f} µs for a one-element PyTorch op ({when}). ")
     else:
@@ -351,8 +327,8 @@ def read_launch_price(per_extra_us, per_own_us):
     if v.real and v.ratio > 1:
         text += ("The extra launches are not all alike: most are ours, each through a Python launcher (input checks, "
                  "the grid, Triton's dispatch), and the attention loop also slices and masks in Python once per "
-                 "head, where PyTorch dispatches its own ops from C++. Chapter 8 fits one host price per launch "
-                 "of ours and one per PyTorch launch from these counts. ")
+                 "head, where PyTorch dispatches its own ops from C++. Chapter 8 prices each kind of call "
+                 "on its own, ours and the original's it replaces, instead of one price per launch. ")
     return text
 
 
@@ -944,7 +920,7 @@ def beside_recorded(ratio, chapter, ids):
         value = float(rows.loc[ids[0], "value"]) / float(rows.loc[ids[1], "value"])
         spread = ", the quotient of its two medians"
     stamps = pd.to_datetime(pd.Series([rows.loc[i, "time"] for i in needed]), utc=True, errors="coerce")
-    when = recorded_when("" if stamps.isna().any() else str(stamps.min()), chapter)
+    when = helpers.recorded_when("" if stamps.isna().any() else str(stamps.min()), STARTED, chapter)
     off, bar = ratio.median / value - 1, helpers.REPRODUCE_BAR
     print(f"re-measured in this process: {ratio.median:.3g}x (quartiles {ratio.quartiles}); chapter {chapter} "
           f"recorded {value:.3g}x for the same call{spread} ({when}). This run's is {100 * abs(off):.0f}% "

@@ -360,13 +360,14 @@ def read_drift(series, trends, lengths):
 helpers.md(read_drift(series, trends, lengths))
 
 # %% [markdown]
-# A caution on the drift reading just above. It leans on the original's prefill showing "no consistent
-# trend", and that phrase need not mean a flat line: it can be a median that rose while the rounds spread
+# A caution on any drift reading just above. It leans on the original's prefill showing "no consistent
+# trend", and that phrase need not mean a flat line: it can be a median that moved while the rounds spread
 # too widely to call it (see *prefill wall ms, original* in the trend table: its median at each length,
 # and its quartile bounds). Set that row's medians beside those of *wall ms per decoded token, original*.
-# Where the prefill's median rose by about as much, at the same step (in the committed H200 run: 25.0 to
-# 33.7 wall ms, 1.35x, against 22.6 to 29.3 wall ms, 1.30x, both in the step from 512 to 1024 tokens), this
-# sweep cannot tell drift from context, and "points to drift" is a hint, not a finding. Only where the
+# Where the prefill's median moved by about as much, at the same step (in the committed H200 run both fell
+# together in the step from 128 to 256 tokens: prefill 37.1 to 28.1 wall ms, 0.76x; decode 32.6 to 26.2
+# wall ms, 0.80x), this sweep cannot tell drift from context, and a reading that points to drift is a hint,
+# not a finding. Only where the
 # prefill's median stayed flat while the decode times rose does the reading carry weight. The one test
 # that separates the two is to run the lengths again in another order (longest first): drift follows the
 # clock, a context effect follows the length.

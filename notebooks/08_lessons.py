@@ -16,9 +16,9 @@
 # - how to gather every measurement of the series into one table, each ratio with its spread and its
 #   verdict: your hardware, the committed H200 run, and the blog's T4;
 # - how much slower each swap made the model, and which differences stood out of the noise;
-# - what a *launch budget* is, and how well a model built from the host's prices (one per PyTorch launch
-#   outside our modules, one per call of each module of ours measured on its own) predicts the wall time per
-#   decoded token of every configuration of the series;
+# - what a *launch budget* is, and how well a model built from the host's prices (one per call of each module
+#   of ours, and of each of the original's modules it replaces, measured on its own) predicts the wall time
+#   per decoded token of every configuration of the series;
 # - what each of chapter 9's fixes won back, set beside the slowdowns it undoes;
 # - the lessons of the series, each with the numbers and the verdicts that support it;
 # - where an optimiser would start, priced with the same model.
@@ -278,7 +278,7 @@ print(description)
 # configuration name -> the tag of its recorded ids ("all proj + RMSNorm" -> "all_proj_rmsnorm")
 CONFIGS = {name: re.sub(r"\W+", "_", name).strip("_").lower()
            for name in [helpers.ORIGINAL, *helpers.reproduce_configs()]}
-# the launch budget's two fits: PyTorch's price on the original alone, the in-situ factor on the all-custom model
+# the launch budget's base (the original's measured time) and its one fit (the in-situ factor, on the all-custom model)
 FITTED = (helpers.ORIGINAL, helpers.REPRODUCE_CONFIGS["full.slowdown"][0])
 BAR = helpers.PREDICTION_BAR  # a prediction within 20% of the measured wall ms per token holds
 YOURS = {"full": f"yours ({helpers.SLUG})", "quick": f"yours ({helpers.SLUG}, quick mode)",
@@ -496,35 +496,35 @@ helpers.md(f"**Did *{ALL_PROJ}* cost less than *{ATT_MLP}*?** "
 # At batch size 1 the host launches kernels one after another, and a decoded token is *overhead-bound*: the
 # GPU finishes each small kernel before the host has launched the next (the first of
 # [the three regimes](01_setup.ipynb#Three-regimes)). The *launch-budget model* (`helpers.ModuleBudget`)
-# prices a decoded token from what the host does for it:
+# prices a decoded token from what the host does for it, swap by swap:
 #
-# - each PyTorch launch outside our modules costs the host one price, which includes everything the
-#   framework does in Python around an op. It is the original's wall ms per decoded token over its CUDA
-#   launches: the original calls no module of ours, and its GPU's work hides behind the host's launching;
-# - each call of a module of ours costs its own price: the host time to issue that one call on its own
-#   (without waiting for the GPU), measured in the comparison above right after that configuration's
-#   generations in every round. A call's price holds our launcher's Python (checks, allocation, the grid),
-#   Triton's dispatch and every kernel the call launches, and these differ from one kind of module to the
-#   next: the price list below shows by how much;
-# - inside the model our calls cost more or less than on their own (the rest of the step shares the host's
-#   caches): one *in-situ factor* multiplies all of their prices;
+# - every call of a module of ours replaces one call of the original's module: a `TritonLinear` an
+#   `nn.Linear`, a `TritonRMSNorm` a `Qwen3RMSNorm`, our attention function transformers' own (`sdpa`);
+# - each kind of call, ours and the original's, has its own price: the host time to issue that one call on
+#   its own (without waiting for the GPU), measured in the comparison above right after that configuration's
+#   generations in every round (the original's modules in the original's rounds). A call's price holds every
+#   kernel it launches and the Python around them: PyTorch's dispatcher for the original's ops; our
+#   launcher's checks, allocation and grid and Triton's dispatch for ours. They differ from one kind of
+#   module to the next: the price list below shows by how much;
+# - a configuration's host time per token is the original's measured wall ms plus, for every call swapped,
+#   our call's price minus the price of the call it replaced. Inside the model calls cost more or less than
+#   on their own (the rest of the step shares the host's caches): one *in-situ factor* multiplies that
+#   difference;
 # - the GPU works while the host is still launching, so the token takes the longer of the two:
 #   `max(host, GPU-busy)`.
 #
-# Two numbers are **fitted, each on one configuration** (`helpers.fit_module_budget`): the PyTorch price on
-# the original alone, and the in-situ factor on the all-custom model (the one whose measured time it puts
-# exactly on the line). Those two rows are fits, not predictions. The model is then **judged on the other
-# configurations**: each one's prediction uses only its launch counts, its own modules' prices alone and its
-# GPU-busy time, never its measured time. The bar is `helpers.PREDICTION_BAR`: 20% of the measured wall ms
-# per decoded token. Each kind of call of ours has its own price, not one average price per launch of ours:
-# our launchers differ in weight, and the price list below shows each one's host µs per call and CUDA kernels
-# per call.
+# The base is measured (the original's own wall ms per decoded token), and one number is **fitted, on one
+# configuration** (`helpers.fit_module_budget`): the in-situ factor, on the all-custom model (the one whose
+# measured time it puts exactly on the line). Those two rows are on the line by construction, not
+# predictions. The model is then **judged on the other configurations**: each one's prediction uses only
+# its calls, their prices alone and its GPU-busy time, never its measured time. The bar is
+# `helpers.PREDICTION_BAR`: 20% of the measured wall ms per decoded token. Each kind of call has its own
+# price, not one average price per launch: the price list below shows each one's host µs per call and CUDA
+# kernels per call.
 #
 # Chapter 2's empty launches (recorded as `add.launch_us_torch` and `add.launch_us_triton`) are set beside
-# the prices below: they leave out the framework's Python and our launchers' own. In CPU mode no PyTorch
-# launch is counted and there is no GPU time: the original's whole wall time is the base, and our calls are
-# priced on top at their interpreter time alone, times the factor; the model is judged the same way, in
-# interpreter time, as a check of the method only.
+# the prices below: they leave out the framework's Python and our launchers' own. In CPU mode there is no
+# GPU time: the same budget runs on the interpreter's clock, as a check of the method only.
 
 # %%
 if REMEASURE:
@@ -532,11 +532,9 @@ if REMEASURE:
     predicted = {name: launch_budget.predict_ms(p) for name, p in profiles.items()}
     PRICE_CLOCK = "host" if helpers.HAS_GPU else "interpreter"  # the clock of a call's price alone
     P = SIZES.prompt_len
-    model_note = ("launch budget priced module by module: "
-                  + (f"PyTorch's launches outside our modules at {launch_budget.torch_us:.2f} host µs each (fitted on "
-                     f"{FITTED[0]} alone)" if helpers.HAS_GPU else f"{FITTED[0]}'s wall time as the base")
-                  + f", our modules' calls at their prices alone x {launch_budget.in_situ:.3f} in the model (fitted "
-                  f"on {FITTED[1]}), max(host, GPU-busy)"
+    model_note = (f"launch budget priced module by module: {FITTED[0]}'s wall time as the base, each call of ours "
+                  "at its price alone minus the price alone of the original's call it replaces, x "
+                  f"{launch_budget.in_situ:.3f} in the model (fitted on {FITTED[1]}), max(host, GPU-busy)"
                   + ("" if helpers.HAS_GPU else "; CPU mode: interpreter time"))
     for name, p in profiles.items():
         tag = CONFIGS[name]
@@ -548,23 +546,19 @@ if REMEASURE:
                        f"wall ms per decoded token, prompt {P}, {SIZES.new_tokens} new tokens; {p.note}")
         helpers.record(f"lessons.predicted_wall_ms_per_token_{tag}", predicted[name], "ms",
                        f"{'fitted' if name in FITTED else 'predicted'}; {model_note}")
-    if helpers.HAS_GPU:
-        helpers.record("lessons.torch_launch_us", launch_budget.torch_us, "us",
-                       f"host µs per PyTorch launch outside our modules, from the original alone ({FITTED[0]}'s "
-                       "wall ms per decoded token over its CUDA launches)")
     helpers.record("lessons.in_situ_factor", launch_budget.in_situ, "x",
-                   f"our modules' {PRICE_CLOCK} time inside the model over their prices alone, fitted on {FITTED[1]}"
-                   + ("" if helpers.HAS_GPU else "; CPU mode: interpreter time"))
+                   f"what the swaps add to the {PRICE_CLOCK} time inside the model over what they add at prices alone, "
+                   f"fitted on {FITTED[1]}" + ("" if helpers.HAS_GPU else "; CPU mode: interpreter time"))
 
     def number(v):
         return np.nan if v is None else v
 
-    OURS_ALONE = f"our calls alone ({PRICE_CLOCK} ms per token)"
+    SWAPPED = f"swaps at prices alone ({PRICE_CLOCK} ms per token)"
     budget = pd.DataFrame([{
         "configuration": name, "tag": CONFIGS[name],
         "launches per token": p.launches,
-        "PyTorch launches outside our modules": number(p.torch_outside),
-        OURS_ALONE: p.ours_alone_ms,
+        "calls swapped per token": sum(m.per_token for m in p.modules.values() if m.twin),
+        SWAPPED: launch_budget.swapped_ms(p),
         "GPU-busy ms per token": number(p.gpu_busy_ms_per_token),
         "wall ms per token (measured)": p.wall_ms_per_token,
         "wall ms per token (predicted)": predicted[name],
@@ -574,19 +568,16 @@ if REMEASURE:
     budget["within 20%"] = np.where(budget["role"] == "fitted", "(fitted)",
                                     np.where(budget["error %"].abs() <= 100 * BAR, "yes", "no"))
     print(f"per decoded token, prefill excluded; launches: {helpers.launch_note()}")
-    if helpers.HAS_GPU:
-        print(f"PyTorch's price, fitted on {FITTED[0]} alone: {launch_budget.torch_us:.2f} host µs per launch outside "
-              f"our modules; in-situ factor, fitted on {FITTED[1]}: {launch_budget.in_situ:.3f} x our calls' prices "
-              "alone; predicted = max(host, GPU-busy)")
-    else:
-        print(f"CPU mode, interpreter time: {FITTED[0]}'s wall time as the base ({launch_budget.base_ms:.2f} ms per "
-              f"token), in-situ factor fitted on {FITTED[1]}: {launch_budget.in_situ:.3f} x our calls' prices alone; "
-              "no PyTorch launch or GPU time counted ('-')")
+    print(f"base: {FITTED[0]}'s own {launch_budget.base_ms:.2f} {'wall' if helpers.HAS_GPU else 'interpreter'} ms "
+          f"per decoded token (measured); in-situ factor, fitted on {FITTED[1]}: {launch_budget.in_situ:.3f} x what "
+          "the swaps add at prices alone; predicted = max(host, GPU-busy)"
+          + ("" if helpers.HAS_GPU else "; CPU mode: no GPU time counted ('-')"))
     helpers.show(budget.assign(**{"error %": budget["error %"].map(lambda v: f"{v:+.1f}")}))  # one decimal, signed
 
-    # the price list: each kind of module of ours, priced in the fitted all-custom model where it calls it, else in
-    # the first configuration that does; every configuration's own prediction uses the prices of its own rounds
-    priced_in = {}
+    # the price list: the original's modules that ours replace (priced in the original's rounds), then each kind of
+    # module of ours, priced in the fitted all-custom model where it calls it, else in the first configuration that
+    # does; every configuration's own prediction uses the prices of its own rounds
+    priced_in = {kind: helpers.ORIGINAL for kind in launch_budget.twins}
     for name in [FITTED[1], *profiles]:
         for kind in profiles[name].modules:
             priced_in.setdefault(kind, name)
@@ -595,16 +586,17 @@ if REMEASURE:
     for kind, name in priced_in.items():
         m = profiles[name].modules[kind]
         elsewhere = [p.modules[kind].alone_us for n, p in profiles.items() if n != name and kind in p.modules]
-        row = {"module of ours": kind, "priced in": name, PRICE: m.alone_us, "quartiles of the rounds": m.quartiles,
+        row = {"module": kind, "whose": "ours" if m.twin else "the original's", "replaces": m.twin or "-",
+               "priced in": name, PRICE: m.alone_us, "quartiles of the rounds": m.quartiles,
                "CUDA kernels per call": number(m.kernels),
                "medians in the other configurations": (spread(min(elsewhere), max(elsewhere)) if len(elsewhere) > 1
                                                        else four(elsewhere[0]) if elsewhere else "-")}
         for n, p in profiles.items():
-            if n != helpers.ORIGINAL:
-                row[f"calls per token: {n}"] = p.modules[kind].per_token if kind in p.modules else 0.0
+            if n != helpers.ORIGINAL:  # the calls each configuration makes of ours, or of the original's still there
+                row[f"calls per token: {n}"] = (p.modules[kind].per_token if kind in p.modules else 0.0) if m.twin else "-"
         price_rows.append(row)
-    price_list = pd.DataFrame(price_rows).set_index("module of ours")
-    print("price list: one call of each module of ours on its own, "
+    price_list = pd.DataFrame(price_rows).set_index("module")
+    print("price list: one call of each module of ours, and of each of the original's that ours replace, on its own, "
           + ("host time to issue it (a loop from a synchronised start, not waiting for the GPU)" if helpers.HAS_GPU
              else helpers.CLOCK_LABELS["interpreter"])
           + f", median and quartiles of the {len(comparison.orders)} rounds; CUDA kernels per call from torch.profiler "
@@ -671,7 +663,9 @@ def label_points(ax, xy, texts, fontsize=7, marker_points=7):
                                         shrinkB=marker_points / 2))
 
 
-EARLIER_MODEL = ("host + GPU", "per launch of ours")  # in a recorded note: a prediction by the earlier two-price model
+# in a recorded note: a prediction by an earlier form of the model (two prices, host + GPU; or a PyTorch price per
+# launch outside our modules)
+EARLIER_MODEL = ("host + GPU", "per launch of ours", "outside our modules")
 
 
 def note_of(table_, id_):
@@ -681,7 +675,7 @@ def note_of(table_, id_):
 
 
 def by_earlier_model(table_, id_):
-    """Was the prediction recorded under ``id_`` made by the earlier model (one price per launch of ours)?"""
+    """Was the prediction recorded under ``id_`` made by an earlier form of the model (``EARLIER_MODEL``)?"""
     return any(words in note_of(table_, id_) for words in EARLIER_MODEL)
 
 
@@ -700,8 +694,8 @@ if budget is not None:
                                   "wall ms per token (predicted)": predicted_.value,
                                   "role": "fitted" if name in FITTED else "predicted", "source": "H200"})
         if earlier:
-            print(f"left out: {earlier} predictions of the committed H200 run made by the earlier model (one price per "
-                  "launch of ours, host + GPU), as their notes say; they come back when that run is re-made")
+            print(f"left out: {earlier} predictions of the committed H200 run made by an earlier form of the model, as "
+                  "their notes say; they come back when that run is re-made")
         points = pd.concat([points, pd.DataFrame(h200_rows)], ignore_index=True) if h200_rows else points
 
     fig, ax = plt.subplots(figsize=(7.5, 5.5))
@@ -774,7 +768,7 @@ def kind_words(kind):
     """'*TritonLinear* (54.1 host µs per call, 1 kernel, in *all custom*)', from the price list."""
     r = price_list.loc[kind]
     kernels = r["CUDA kernels per call"]
-    per_kernel = (f"{four(r[PRICE] / kernels)} µs per kernel" if kernels == kernels and kernels > 1 else "")
+    per_kernel = (f"{four(r[PRICE] / kernels)} {PRICE_CLOCK} µs per kernel" if kernels == kernels and kernels > 1 else "")
     return (f"*{kind}* ({four(r[PRICE])} {PRICE_CLOCK} µs per call"
             + (f", {kernels:.0f} CUDA kernel{'s' if kernels != 1 else ''} per call" if kernels == kernels else "")
             + (f", {per_kernel}" if per_kernel else "") + f", in *{r['priced in']}*)")
@@ -783,37 +777,35 @@ def kind_words(kind):
 if budget is not None:
     judged = budget[budget["role"] == "predicted"]
     hits, misses = judged[judged["within 20%"] == "yes"], judged[judged["within 20%"] == "no"]
-    cheap, dear = price_list[PRICE].idxmin(), price_list[PRICE].idxmax()
+    ours_prices = price_list.loc[price_list["whose"] == "ours", PRICE]
+    theirs_prices = price_list.loc[price_list["whose"] != "ours", PRICE]
+    cheap, dear = ours_prices.idxmin(), ours_prices.idxmax()
     empties = [recorded(yours_table, i) for i in ("add.launch_us_torch", "add.launch_us_triton")]
-    if helpers.HAS_GPU:
-        text = (f"Fitted on *{FITTED[0]}* alone, a PyTorch launch outside our modules costs the host "
-                f"**{launch_budget.torch_us:.1f} µs** inside `generate()`. ")
-    else:
-        text = (f"**CPU mode, interpreter time: a check of the method only.** No PyTorch launch is counted: the base "
-                f"is *{FITTED[0]}*'s wall time, {launch_budget.base_ms:.2f} ms per decoded token. ")
-    text += ("On its own, " + (f"the one kind of module of ours priced here is {kind_words(cheap)}. " if cheap == dear
-                               else f"the cheapest call of ours was {kind_words(cheap)} and the dearest "
-                               f"{kind_words(dear)}. "))
+    text = ("" if helpers.HAS_GPU else "**CPU mode, interpreter time: a check of the method only.** ")
+    text += (f"The base is *{FITTED[0]}*'s own {launch_budget.base_ms:.2f} "
+             f"{'wall' if helpers.HAS_GPU else 'interpreter'} ms per decoded token, measured in the rounds above. "
+             "On its own, the original's calls that ours replace cost "
+             + ", ".join(kind_words(k) for k in theirs_prices.sort_values().index) + ". ")
+    text += ("Ours: " + (f"the one kind of module of ours priced here is {kind_words(cheap)}. " if cheap == dear
+                         else f"the cheapest call of ours was {kind_words(cheap)} and the dearest {kind_words(dear)}. "))
     if all(empties):
         empty_torch, empty_triton = empties[0].value, empties[1].value
         read = []
-        if helpers.HAS_GPU:
-            torch_v, words_ = against_empty(launch_budget.torch_us, empty_torch)
-            read.append(f"PyTorch's fitted price: {words_}")
+        lightest = theirs_prices.idxmin()
+        torch_v, words_ = against_empty(theirs_prices[lightest], empty_torch)
+        read.append(f"the original's *{lightest}* alone: {words_}")
         ours_v = {}
         for kind in dict.fromkeys([cheap, dear]):
-            ours_v[kind], words_ = against_empty(price_list.loc[kind, PRICE], empty_triton)
+            ours_v[kind], words_ = against_empty(ours_prices[kind], empty_triton)
             read.append(f"*{kind}* alone: {words_}")
         text += ("Chapter 2, in its own process on this machine, recorded "
-                 + (f"{four(empty_torch)} µs for an empty PyTorch launch and " if helpers.HAS_GPU else "")
-                 + f"{four(empty_triton)} µs for an empty Triton launch "
-                 + ("(host clock): " if helpers.HAS_GPU else "(interpreter wall time): ") + "; ".join(read) + ". ")
-        if helpers.HAS_GPU and torch_v.real and torch_v.ratio > 1:
-            text += ("PyTorch's fitted price is the whole of the original's token over its launches: the framework's "
-                     "Python around each op is in it, which the empty launch leaves out. ")
-        elif helpers.HAS_GPU and torch_v.real:
-            text += ("PyTorch's fitted price came out below an empty launch: chapter 2 ran in another process, whose "
-                     "host need not have kept this one's pace. ")
+                 f"{four(empty_torch)} µs for an empty PyTorch launch and {four(empty_triton)} µs for an empty Triton "
+                 "launch " + ("(host clock): " if helpers.HAS_GPU else "(interpreter wall time): ")
+                 + "; ".join(read) + ". ")
+        if torch_v.real and torch_v.ratio > 1:
+            text += (f"Even the original's lightest module call costs more than an empty launch: *{lightest}* is an "
+                     "`nn.Module` call, with the framework's Python around its op, which the empty launch leaves "
+                     "out. ")
         above = [k for k, v in ours_v.items() if v.real and v.ratio > 1]
         below = [k for k, v in ours_v.items() if v.real and v.ratio < 1]
         if above:
@@ -824,12 +816,13 @@ if budget is not None:
                      "was timed in another process. ")
     factor_words = ("dearer there than" if launch_budget.in_situ > 1 else "cheaper there than"
                     if launch_budget.in_situ < 1 else "the same there as")
-    text += (f"Fitted on *{FITTED[1]}*, the in-situ factor is **{launch_budget.in_situ:.2f}**: inside the model our "
-             f"calls took {launch_budget.in_situ:.2f}x their {PRICE_CLOCK} time alone, {factor_words} on their own. ")
+    text += (f"Fitted on *{FITTED[1]}*, the in-situ factor is **{launch_budget.in_situ:.2f}**: inside the model the "
+             f"swaps added {launch_budget.in_situ:.2f}x what they add at {PRICE_CLOCK} prices alone, "
+             f"{factor_words} on their own. ")
     gpu_set = [name for name in judged["configuration"]
                if (profiles[name].gpu_busy_ms_per_token or 0.0) > launch_budget.host_ms(profiles[name])]
-    text += (("With PyTorch's price, each configuration's own prices alone, that one factor and the longer of host "
-              "and GPU-busy time" if helpers.HAS_GPU else
+    text += (("With the base, each configuration's own prices alone, that one factor and the longer of host and "
+              "GPU-busy time" if helpers.HAS_GPU else
               "With that base, each configuration's own prices alone and that one factor")
              + f", the model predicted **{len(hits)} of the {len(judged)} other configurations within "
              f"{100 * BAR:.0f}%** of their measured wall ms per decoded token.")
@@ -841,11 +834,16 @@ if budget is not None:
     if len(misses):
         text += " Missed: " + "; ".join(described(r) for r in misses.to_dict("records")) + "."
     implied = {name: launch_budget.implied_in_situ(profiles[name]) for name in judged["configuration"]}
+    unread = [name for name, f in implied.items() if f is None]
     implied = {name: f for name, f in implied.items() if f is not None}
     if implied:
         text += (" The in-situ factor that would put each judged configuration exactly on its measured time: "
                  + ", ".join(f"*{n}* {f:.2f}" for n, f in implied.items())
                  + f" (fitted: {launch_budget.in_situ:.2f}).")
+    if unread:
+        text += (" No factor is read from " + listing(unread) + f": there the swaps add less than "
+                 f"{100 * helpers.MIN_EFFECT:.0f}% of the original's time at prices alone, so the prediction is "
+                 "about the original's own time whatever the factor.")
     signs = np.sign(judged["error %"])
     if len(judged) > 1 and abs(signs.sum()) == len(judged):
         text += (f" Every prediction erred the same way ({'under' if signs.iloc[0] < 0 else 'over'}): the misses "
@@ -929,7 +927,7 @@ if REMEASURE:
 # price list shows above, so the host's work can change far less than the launch count; chapter 9's fused
 # RMSNorm then removes one launch of ours per norm with nothing in exchange. Where the verdicts of a swap and
 # its fix disagree, the reading below prices the swap with the launch budget (on a GPU, from this machine's
-# numbers: PyTorch's price, our calls' prices alone and the in-situ factor) beside the launches the fix
+# numbers: our calls' and the original's prices alone and the in-situ factor) beside the launches the fix
 # removed. The series runs chapter
 # 9 before this chapter; where no source has its results yet, this section says so and the rest of the
 # chapter runs without it.
@@ -1010,16 +1008,16 @@ def not_a_mirror(fixes, name, r, source):
     if budget is None or not helpers.HAS_GPU or source != YOURS or r["undoes"] not in profiles:
         return ""
     swap, original = profiles[r["undoes"]], profiles[helpers.ORIGINAL]
-    if swap.torch_outside is None or original.torch_outside is None:
+    if swap.launches_per_token is None or original.launches_per_token is None:
         return ""
-    theirs = swap.torch_outside - original.torch_outside
-    calls = sum(m.per_token for m in swap.modules.values()) - sum(m.per_token for m in original.modules.values())
+    launches = swap.launches_per_token - original.launches_per_token
+    calls = sum(m.per_token for m in swap.modules.values() if m.twin)
     host = launch_budget.host_ms(swap) - launch_budget.host_ms(original)
-    text = (f"; the two are not mirror images: the swap changed PyTorch's launches outside our modules by "
-            f"{theirs:+.0f} and the calls of ours by {calls:+.0f} per decoded token ({swap.ours_alone_ms:.2f} host ms "
-            f"at their prices alone; this chapter's profile), {host:+.1f} host ms per decoded token by this chapter's "
-            f"launch budget ({launch_budget.torch_us:.1f} host µs per PyTorch launch, our calls x "
-            f"{launch_budget.in_situ:.2f} in the model)")
+    text = (f"; the two are not mirror images: the swap changed the launches by {launches:+.0f} per decoded token, "
+            f"in {calls:.0f} calls of ours that replace as many of the original's "
+            f"({launch_budget.swapped_ms(swap):+.2f} host ms at prices alone; this chapter's profile), "
+            f"{host:+.1f} host ms per decoded token by this chapter's launch budget (x {launch_budget.in_situ:.2f} "
+            "in the model)")
     steps = list(fixes.index)
     before = fixes.iloc[steps.index(name) - 1]["launches per decoded token"]
     removed = before - r["launches per decoded token"]
@@ -1341,12 +1339,10 @@ def read_chapter9_predictions(ch9):
     eager, graph = ch9[ch9["how"] == "launch budget"], ch9[ch9["how"] != "launch budget"]
     earlier = bool(eager["earlier model"].any())
     cpu9 = source9 == YOURS and helpers.MODE == "cpu"  # no PyTorch launch counted: the original's time is the base
-    method = ("the earlier launch budget, as its recorded notes say: one price per PyTorch launch and one per launch "
-              "of ours, both fitted on the original and the all-custom model, plus the GPU-busy time (`host + GPU`)"
-              if earlier else
-              "its own run's launch budget: " + ("the original's interpreter time as the base" if cpu9 else
-                                                 "PyTorch's price fitted on the original")
-              + ", an in-situ factor fitted on the all-custom model, our modules priced alone")
+    method = ("an earlier form of the launch budget, as its recorded notes say" if earlier else
+              "its own run's launch budget: the original's " + ("interpreter" if cpu9 else "wall") + " time as the "
+              "base, each call of ours priced alone against the original's call it replaces, an in-situ factor "
+              "fitted on the all-custom model")
     text = (f" Chapter 9 priced its own steps ({source9}) with {method}. It predicted "
             f"{int(eager['within'].sum())} of {len(eager)} eager steps within {100 * BAR:.0f}%")
     text += (f"; GPU-busy time: {int(graph['within'].sum())} of {len(graph)} graph rows (a step replayed from a CUDA "
@@ -1383,11 +1379,8 @@ if budget is not None:
             if len(part):
                 cite(n, f"chapter 9: {what} predicted within 20% ({how})", int(part["within"].sum()),
                      f"of {len(part)}", "", source9)
-    if helpers.HAS_GPU:
-        cite(n, "host µs per PyTorch launch outside our modules (fitted on the original alone)",
-             launch_budget.torch_us, "µs", "", YOURS)
-    cite(n, f"in-situ factor: our calls in the model / alone (fitted on {FITTED[1]})", launch_budget.in_situ, "x",
-         "", YOURS)
+    cite(n, f"in-situ factor: what the swaps add in the model / at prices alone (fitted on {FITTED[1]})",
+         launch_budget.in_situ, "x", "", YOURS)
     for which, kind in (("cheapest", cheap), ("dearest", dear)):
         cite(n, f"{which} call of ours alone: {kind} (in {price_list.loc[kind, 'priced in']})",
              price_list.loc[kind, PRICE], f"µs ({PRICE_CLOCK})", "", YOURS)
@@ -1395,14 +1388,12 @@ if budget is not None:
     title = ("A token's time is a launch budget." if all_held else
              "A launch budget predicts some configurations, not all." if len(hits) else
              "The launch budget did not predict a token's time here.")
-    prices_alone = (f"each call of ours at its own {PRICE_CLOCK} price alone ({four(price_list.loc[cheap, PRICE])} "
-                    f"µs for *{cheap}* to {four(price_list.loc[dear, PRICE])} µs for *{dear}*)")
-    text = (f"**{title}** With "
-            + (f"PyTorch's price fitted on *{FITTED[0]}* alone ({launch_budget.torch_us:.1f} host µs per launch outside "
-               f"our modules), {prices_alone}, one in-situ factor fitted on *{FITTED[1]}* "
-               f"({launch_budget.in_situ:.2f}) and the longer of host and GPU-busy time" if helpers.HAS_GPU else
-               f"*{FITTED[0]}*'s wall time as the base, {prices_alone} and one in-situ factor fitted on "
-               f"*{FITTED[1]}* ({launch_budget.in_situ:.2f})")
+    prices_alone = (f"each call of ours at its own {PRICE_CLOCK} price alone ({four(ours_prices[cheap])} "
+                    f"µs for *{cheap}* to {four(ours_prices[dear])} µs for *{dear}*) minus the price alone of the "
+                    "original's call it replaces")
+    text = (f"**{title}** With *{FITTED[0]}*'s measured wall time as the base, {prices_alone}, one in-situ factor "
+            f"fitted on *{FITTED[1]}* ({launch_budget.in_situ:.2f})"
+            + (" and the longer of host and GPU-busy time" if helpers.HAS_GPU else "")
             + f", the launch-budget model predicted {len(hits)} of the {len(judged)} other configurations within "
             f"{100 * BAR:.0f}% of their measured wall ms per decoded token (this chapter's table, {YOURS}"
             + ("" if helpers.HAS_GPU else "; CPU mode: interpreter time, a check of the method only") + ")")
@@ -1597,13 +1588,13 @@ helpers.show(readable(every.assign(yours=every["yours"].astype(float), h200=ever
 #   but even a ratio moves between processes by more than its quartiles (the re-measure section reads how
 #   many came back within the series' bar). A ratio that is "within noise" stays so in every reading built
 #   on it.
-# - A decoded token's wall time at batch size 1 is a launch budget: PyTorch's launches outside our modules
-#   at one host price, each call of a module of ours at its own price on its own times one in-situ factor,
-#   and the token takes the longer of that host work and the GPU-busy time. Two numbers are fitted, each on
-#   one configuration (PyTorch's price on the original alone, the factor on the all-custom model), and the
-#   model is judged on the others (how many it predicted within the bar is read above). Our launchers differ
-#   in weight (the price list), which is why each kind of call is priced on its own rather than at one
-#   average price per launch of ours.
+# - A decoded token's wall time at batch size 1 is a launch budget: the original's own time, plus for every
+#   call swapped our call's price on its own minus the price on its own of the original's call it replaces,
+#   times one in-situ factor; the token takes the longer of that host work and the GPU-busy time. One number
+#   is fitted, on one configuration (the factor, on the all-custom model); the base is the original's
+#   measured time; the model is judged on the others (how many it predicted within the bar is read above).
+#   Our launchers differ in weight, and so do the original's modules (the price list), which is why each
+#   kind of call is priced on its own rather than at one average price per launch.
 # - The cheapest way to make a model slow is to multiply its host work per token: more launches, or dearer
 #   ones (the price list); the first way to make it fast again is to remove launches, by fusing kernels or
 #   by capturing the whole step as one graph (chapter 9 measured what each such fix won back, read above).

@@ -18,8 +18,8 @@
 # - how fused kernels (a flash-decoding attention, one-launch RMSNorm, residual add + RMSNorm, matrix-vector
 #   projections, q/k norm + RoPE) cut the launches per token, and how a CUDA graph cuts the host's
 #   launches to one per token;
-# - how well chapter 8's launch budget predicts each step from its launch counts and the price of each of
-#   our modules, measured on its own;
+# - how well chapter 8's launch budget predicts each step from the price of each of our modules and of the
+#   original's module it replaces, each measured on its own;
 # - what one decode step looks like on a timeline, eager against replayed from a graph, and why the graph's
 #   step holds more kernels than the eager one;
 # - where the fast kernels sit on a roofline beside the slow kernels of chapters 2 to 5;
@@ -395,38 +395,41 @@ print(f"{len(comparison.orders)} shuffled rounds, prompt {comparison.prompt_len}
 # %% [markdown]
 # ## Predict each step from its launches
 #
-# Chapter 8's launch budget (`helpers.ModuleBudget`) prices a decoded token from what the host does for it:
+# Chapter 8's launch budget (`helpers.ModuleBudget`) prices a decoded token from what the host does for it,
+# swap by swap:
 #
-# - each PyTorch launch outside our modules at one price, the original's wall ms per token over its launches
-#   (the framework's Python around each op included);
-# - each call of a module of ours at its own price: the host time of that call on its own, measured in the
-#   same rounds (a `FastDecoderLayer` call launches a dozen kernels, a `TritonRMSNorm` call one, and their
-#   Python differs as much), times one *in-situ factor*: how much dearer our calls are inside the model,
+# - every call of a module of ours replaces one call of the original's module: a `GemvLinear` an
+#   `nn.Linear`, a `TritonRMSNorm` a `Qwen3RMSNorm`, a `FastDecoderLayer` a `Qwen3DecoderLayer`, our
+#   attention function transformers' own (`sdpa`);
+# - each kind of call, ours and the original's, is priced on its own: the host time of one call in a loop,
+#   measured in the same rounds as the wall times, with its kernels' launches and the framework's Python
+#   around them (a `FastDecoderLayer` call launches a dozen kernels, a `TritonRMSNorm` call one, and their
+#   Python differs as much);
+# - a step's host time per token is the original's measured wall ms plus, for every call swapped, our call's
+#   price minus the replaced call's, times one *in-situ factor*: how much dearer calls are inside the model,
 #   where the rest of the step competes for the host's caches, than in a loop on their own;
 # - the GPU works while the host is still launching, so the token takes the longer of the two:
 #   `max(host, GPU-busy)`.
 #
-# The host's speed differs from one process to the next by more than the spread inside one, so both fitted
-# numbers come from this run: the PyTorch price from the original alone (it calls no module of ours), the
-# in-situ factor from the all-custom model. Those two rows are fits, not predictions. Every other step is
-# predicted from its launch counts, its modules' prices alone and its GPU-busy time, with numbers that have
-# not seen its time.
+# The host's speed differs from one process to the next by more than the spread inside one, so everything
+# comes from this run: the base is the original's own wall ms (measured, not fitted), the in-situ factor is
+# fitted on the all-custom model. Those two rows are on the line by construction. Every other step is
+# predicted from its calls, their prices alone and its GPU-busy time, with numbers that have not seen its
+# time.
 #
 # A step replayed from a CUDA graph launches once per token, so there is no launch budget to pay: its
 # prediction is its GPU-busy time per token, the time the GPU needs with the host out of the way. In CPU
-# mode there are no PyTorch launches to count and no GPU time: the prediction is the original's wall time
-# plus our modules' calls at their interpreter prices alone, times the factor.
+# mode there is no GPU time: the same budget runs on the interpreter's clock.
 
 # %%
 def launch_prices():
-    """(ModuleBudget, where its numbers come from, the configurations of this run they were fitted on)."""
+    """(ModuleBudget, where its numbers come from, the configurations of this run it was fitted on)."""
     fitted = (ORIGINAL, START)
     budget = helpers.fit_module_budget(profiles, fitted)
-    ours = f"our modules' calls at their prices alone x {budget.in_situ:.2f} in the model (fitted on *{START}*)"
-    if helpers.HAS_GPU:
-        return (budget, f"PyTorch's launches at {budget.torch_us:.1f} host µs each (fitted on this run's *{ORIGINAL}* "
-                        f"alone), {ours}", fitted)
-    return budget, f"the original's interpreter time as the base, {ours}, in interpreter time", fitted
+    clock = "wall ms" if helpers.HAS_GPU else "interpreter ms"
+    return (budget, f"the base is *{ORIGINAL}*'s own {budget.base_ms:.2f} {clock} per decoded token (measured); each "
+                    "call of ours adds its price alone minus the price alone of the original's call it replaces, x "
+                    f"{budget.in_situ:.2f} in the model (fitted on *{START}*)", fitted)
 
 
 def predict_ms(name: str, p, budget) -> float:
@@ -436,8 +439,8 @@ def predict_ms(name: str, p, budget) -> float:
     return budget.predict_ms(p)
 
 
-def twin(name: str) -> str:
-    """The configuration that generate()s with the same modules: a graph row's eager twin, else itself."""
+def eager_of(name: str) -> str:
+    """The configuration that generate()s with the same modules: a graph row's eager counterpart, else itself."""
     if decoder_of(name) != "graph":
         return name
     kwargs = {k: v for k, v in CONFIGS[name].items() if k != "decoder"}
@@ -445,8 +448,8 @@ def twin(name: str) -> str:
 
 
 if not helpers.HAS_GPU:  # CPU mode steps a graph row eagerly: it makes its eager twin's calls, at their prices
-    profiles.update({n: dataclasses.replace(profiles[n], modules=profiles[twin(n)].modules)
-                     for n in profiles if twin(n) != n})
+    profiles.update({n: dataclasses.replace(profiles[n], modules=profiles[eager_of(n)].modules)
+                     for n in profiles if eager_of(n) != n})
 
 
 def role(name: str, fitted: tuple) -> str:
@@ -459,9 +462,9 @@ predictions = {name: predict_ms(name, profiles[name], budget) for name in PREDIC
 predicted_table = pd.DataFrame([{
     "configuration": name, "how": ("GPU-busy time (one graph launch per token)" if graphed(name) else "launch budget"),
     "kernels per token": profiles[name].launches,
-    "PyTorch launches outside our modules": "-" if graphed(name) else helpers.fmt(profiles[name].torch_outside, 0),
-    "calls of our modules per token": sum(m.per_token for m in profiles[name].modules.values()),
-    "our calls alone, host ms per token": profiles[name].ours_alone_ms,
+    "calls swapped per token": sum(m.per_token for m in profiles[name].modules.values() if m.twin),
+    f"swaps at prices alone, {'host' if helpers.HAS_GPU else 'interpreter'} ms per token":
+        "-" if graphed(name) else budget.swapped_ms(profiles[name]),
     "GPU-busy ms per token": helpers.fmt(profiles[name].gpu_busy_ms_per_token),
     "predicted wall ms per token": predictions[name], "role": role(name, FITTED)} for name in PREDICTED])
 print(f"prices: {price_source}")
@@ -728,57 +731,71 @@ def read_savings(savings: pd.DataFrame, judged: pd.DataFrame) -> str:
 helpers.md(read_savings(savings, judged))
 
 # %% [markdown]
-# ### The price list: what one call of ours costs the host
+# ### The price list: what one call costs the host, ours and the one it replaces
 #
-# Each kind of module of ours, as each step calls it from outside another of ours: calls per decoded token,
-# the host time of one call on its own (median of the rounds, on the host's clock, with its quartiles), the
-# kernels it launches, and what its calls cost per token at that price. A launcher's Python (input checks,
-# allocations, choosing a tile or a number of splits) and the kernels behind one call differ from kind to
-# kind, which is why the budget prices each kind on its own rather than at one average price per launch of
-# ours. A replayed call starts from the keys its decode step saw: where it appends to the KV cache, the cache
-# is put back before every timed loop and before its kernels are counted, so a loop's calls add only a few
-# keys, too few at these sizes to split them (see the fused layer's launches above). Under the list, the
-# in-situ factor each step's own measurement implies (what would put it exactly on its measured wall ms)
-# beside the one fitted on the all-custom model: where they agree, one factor fits every step. In CPU mode
-# every price is the interpreter's.
+# First the original's own modules that ours replace, priced in the original's rounds; then each kind of
+# module of ours, as each step calls it from outside another of ours: calls per decoded token, the host time
+# of one call on its own (median of the rounds, on the host's clock, with its quartiles), the kernels it
+# launches, the original's call it replaces at that one's price, and what the swap adds per token at prices
+# alone. A launcher's Python (input checks, allocations, choosing a tile or a number of splits) and the
+# kernels behind one call differ from kind to kind, which is why the budget prices each kind on its own
+# rather than at one average price per launch. A replayed call starts from the keys its decode step saw:
+# where it appends to the KV cache, the cache is put back before every timed loop and before its kernels are
+# counted, so a loop's calls add only a few keys, too few at these sizes to split them (see the fused
+# layer's launches above). Under the list, the in-situ factor each step's own measurement implies (what
+# would put it exactly on its measured wall ms) beside the one fitted on the all-custom model: where they
+# agree, one factor fits every step. In CPU mode every price is the interpreter's.
 
 # %%
 PRICE_CLOCK = "host" if helpers.HAS_GPU else "interpreter"
+ALONE = f"{PRICE_CLOCK} µs per call, alone (median)"
+theirs = pd.DataFrame([{"the original's module": kind, "calls per token": m.per_token, ALONE: m.alone_us,
+                        "quartiles": m.quartiles, "kernels per call": helpers.fmt(m.kernels, 0)}
+                       for kind, m in budget.twins.items()]).set_index("the original's module")
+helpers.show(theirs.map(lambda v: round(v, 2) if isinstance(v, float) else v))
 price_rows = []
 for n in [START, *BUDGET_STEPS]:
     for kind, m in profiles[n].modules.items():
-        price_rows.append({"step": n, "module": kind, "calls per token": m.per_token,
-                           f"{PRICE_CLOCK} µs per call, alone (median)": m.alone_us,
-                           "quartiles": m.quartiles,
-                           "kernels per call": helpers.fmt(m.kernels, 0),
-                           f"{PRICE_CLOCK} ms per token, alone": m.per_token * m.alone_us / 1e3})
+        replaced = budget.twins[m.twin]
+        price_rows.append({"step": n, "module": kind, "calls per token": m.per_token, ALONE: m.alone_us,
+                           "quartiles": m.quartiles, "kernels per call": helpers.fmt(m.kernels, 0),
+                           "replaces": m.twin, f"replaced call, {PRICE_CLOCK} µs alone": replaced.alone_us,
+                           f"added {PRICE_CLOCK} ms per token, alone": m.per_token * (m.alone_us - replaced.alone_us) / 1e3})
 price_list = pd.DataFrame(price_rows).set_index(["step", "module"])
 helpers.show(price_list.map(lambda v: round(v, 2) if isinstance(v, float) else v))
 implied = {n: budget.implied_in_situ(profiles[n]) for n in [START, *BUDGET_STEPS]}
 print(f"in-situ factor fitted on {START}: {budget.in_situ:.2f}; implied by each step: "
-      + ", ".join(f"{n} {f:.2f}" for n, f in implied.items() if f is not None))
+      + ", ".join(f"{n} {f:.2f}" if f is not None else f"{n} - (swaps too small to read)" for n, f in implied.items()))
 
 
 def read_prices() -> str:
     """The price list in words: the cheapest and the dearest call, and whether one in-situ factor fits every step."""
-    cheap = price_list[f"{PRICE_CLOCK} µs per call, alone (median)"].idxmin()
-    dear = price_list[f"{PRICE_CLOCK} µs per call, alone (median)"].idxmax()
-    col = f"{PRICE_CLOCK} µs per call, alone (median)"
+    cheap, dear = price_list[ALONE].idxmin(), price_list[ALONE].idxmax()
     kernels = price_list.loc[dear, "kernels per call"]
-    text = (f"On its own, the cheapest call of ours was *{cheap[1]}* ({price_list.loc[cheap, col]:,.1f} {PRICE_CLOCK} "
-            f"µs, in *{cheap[0]}*) and the dearest *{dear[1]}* ({price_list.loc[dear, col]:,.1f} {PRICE_CLOCK} µs, in "
+    text = (f"On its own, the cheapest call of ours was *{cheap[1]}* ({price_list.loc[cheap, ALONE]:,.1f} {PRICE_CLOCK} "
+            f"µs, in *{cheap[0]}*) and the dearest *{dear[1]}* ({price_list.loc[dear, ALONE]:,.1f} {PRICE_CLOCK} µs, in "
             f"*{dear[0]}*"
             + (f", {kernels} kernels per call" if helpers.HAS_GPU else "") + "). ")
+    cheaper = price_list[price_list[f"added {PRICE_CLOCK} ms per token, alone"] < 0]
+    if len(cheaper):
+        text += ("Cheaper alone than the call it replaces: " + ", ".join(
+            f"*{k}* in *{n}* ({price_list.loc[(n, k), ALONE]:,.1f} against {price_list.loc[(n, k), 'replaces']}'s "
+            f"{price_list.loc[(n, k), f'replaced call, {PRICE_CLOCK} µs alone']:,.1f} {PRICE_CLOCK} µs)"
+            for n, k in cheaper.index) + ". ")
     steps = {n: f for n, f in implied.items() if n != START and f is not None}
+    unread = [n for n, f in implied.items() if n != START and f is None]
     off = {n: f for n, f in steps.items() if abs(f / budget.in_situ - 1) > BAR}
-    text += (f"The in-situ factor fitted on *{START}* is {budget.in_situ:.2f}; the steps imply "
-             + ", ".join(f"*{n}* {f:.2f}" for n, f in steps.items()) + ". ")
-    if off:
+    text += f"The in-situ factor fitted on *{START}* is {budget.in_situ:.2f}"
+    text += ("; the steps imply " + ", ".join(f"*{n}* {f:.2f}" for n, f in steps.items()) + ". " if steps else ". ")
+    if unread:
+        text += (", ".join(f"*{n}*" for n in unread) + f": the swaps add less than {100 * helpers.MIN_EFFECT:.0f}% of "
+                 "the original's time at prices alone, too little to read a factor from. ")
+    if steps and off:
         text += (", ".join(f"*{n}*" for n in off) + f" differ{'s' if len(off) == 1 else ''} from it by more than "
                  f"{100 * BAR:.0f}%: there the host's work inside the model is not the prices alone times one factor.")
-    else:
-        text += (f"Every step's lies within {100 * BAR:.0f}% of it: inside the model each call costs about the same "
-                 "multiple of its price alone, whichever kind it is.")
+    elif steps:
+        text += (f"Every readable step's lies within {100 * BAR:.0f}% of it: inside the model the swaps cost about "
+                 "the same multiple of what they add alone, whichever kinds they swap.")
     return text
 
 
@@ -1356,8 +1373,8 @@ helpers.md("\n".join(lines))
 # The lessons of the slow chapters hold in reverse. At batch size 1 the host's launches set most of a token's
 # wall time, so the fixes that remove launches (the attention loop first, then fusions) are the ones to expect to
 # win back the most; the staircase's table says which did here. The launch budget is a first estimate, not a
-# law: it prices each of our calls by what it costs on its own, times one in-situ factor fitted on the
-# all-custom model, and it lets the token take the longer of host and GPU, so a fix that cuts GPU work while
+# law: it prices each of our calls, and each of the original's that it replaces, by what it costs on its
+# own, times one in-situ factor fitted on the all-custom model, and it lets the token take the longer of host and GPU, so a fix that cuts GPU work while
 # the host still sets the pace, as the matrix-vector projections do, is credited only with what it changes on
 # the host's side (the tables of each step's own saving and of the price list above say how well that held).
 # Once the host launches one graph per token, what remains is the GPU's own work, and only better kernels

@@ -1,4 +1,6 @@
 """The harness, on a tiny Qwen3 (CPU mode) and a Qwen3-0.6B-shaped model on the meta device."""
+import dataclasses
+
 import pandas as pd
 import pytest
 import torch
@@ -29,9 +31,12 @@ def logits(model, ids, **kw):
 # --- Sizes and environment ----------------------------------------------------------------------
 def test_full_sizes_are_the_chapters_sizes():
     full = helpers.SIZES_BY_MODE["full"]
-    assert (full.prompt_len, full.new_tokens, full.new_tokens_full_stack, full.new_tokens_context) == (32, 32, 384, 32)
-    assert full.context_prompts == (128, 256, 512, 1024)
+    assert (full.prompt_len, full.new_tokens, full.new_tokens_full_stack, full.new_tokens_context) == (32, 24, 384, 32)
+    assert full.context_prompts == (128, 256, 512, 1024)  # the blog's sweep, with its 32 new tokens
     assert (full.rounds, full.rounds_sweep) == (8, 5)  # medians of 8 shuffled rounds held the A/A within 6%
+    for sizes in helpers.SIZES_BY_MODE.values():  # effects near the noise get at least the usual rounds, even
+        assert sizes.rounds_small >= sizes.rounds and sizes.rounds_small % 2 == 0
+    assert full.rounds_small == 2 * full.rounds
     assert full.rounds_kernel >= 5 and full.profile_tokens <= full.new_tokens
     assert full.add_n == 2**20 and full.add_sweep[0] == 2**12 and full.add_sweep[-1] == 2**26
     assert full.rmsnorm_sweep_rows == (1, 4, 16, 64, 256, 1024, 4096)
@@ -527,38 +532,50 @@ def test_launch_budget_model_on_made_up_numbers():
 
 
 def test_module_budget_on_made_up_numbers():
-    """15 µs per PyTorch launch; our calls 1.2x dearer in the model than alone; the token takes max(host, GPU)."""
+    """Each swap adds our call's price alone minus the replaced call's, x 1.2 in the model; max(host, GPU)."""
     P = helpers.ModulePrice
-    original = _profile(1600, 0, 3.0, 1600 * 15e-3)
-    custom = helpers.DecodeProfile(600 + 300 * 3, 10.0, 600 * 15e-3 + 1.2 * 300 * 100e-3, None, 300, 16,
-                                   modules={"A": P(300, 100.0, 3.0)})  # 900 kernels in our calls, 600 outside
-    judged = helpers.DecodeProfile(200 + 50 * 2 + 10, 1.0, 0.0, None, 60, 16,
-                                   modules={"B": P(50, 40.0, 2.0), "C": P(10, 500.0, 1.0)})
+    original = helpers.DecodeProfile(1600, 3.0, 24.0, None, 0, 16,
+                                     modules={"Linear": P(200, 10.0, 1.0), "Norm": P(100, 50.0, 6.0)})
+    custom = helpers.DecodeProfile(900, 10.0, 24.0 + 1.2 * (200 * 90e-3 + 100 * -10e-3), None, 300, 16,
+                                   modules={"OurLinear": P(200, 100.0, 1.0, twin="Linear"),
+                                            "OurNorm": P(100, 40.0, 1.0, twin="Norm")})
+    judged = helpers.DecodeProfile(1500, 1.0, 0.0, None, 100, 16, modules={"OurNorm": P(100, 40.0, 1.0, twin="Norm")})
     budget = helpers.fit_module_budget({"original": original, "custom": custom, "judged": judged},
                                        ("original", "custom"))
-    assert budget.torch_us == pytest.approx(15.0) and budget.in_situ == pytest.approx(1.2)
-    assert custom.torch_outside == 600 and custom.ours_alone_ms == pytest.approx(30.0)
+    assert budget.base_ms == 24.0 and budget.in_situ == pytest.approx(1.2)
+    assert custom.alone_ms == pytest.approx(24.0) and budget.swapped_ms(custom) == pytest.approx(17.0)
     assert budget.predict_ms(custom) == pytest.approx(custom.wall_ms_per_token)  # the fit reproduces itself
-    host = 200 * 15e-3 + 1.2 * (50 * 40e-3 + 10 * 500e-3)
+    assert budget.predict_ms(original) == pytest.approx(24.0)  # nothing swapped: the original's own time
+    host = 24.0 - 1.2 * 100 * 10e-3  # a norm of ours 10 µs cheaper alone than the one it replaced
     assert budget.host_ms(judged) == pytest.approx(host) and budget.predict_ms(judged) == pytest.approx(host)
     busy = helpers.DecodeProfile(200, 50.0, 0.0, None, 0, 16)
     assert budget.predict_ms(busy) == 50.0  # the GPU's time wins where it is the longer
     assert budget.implied_in_situ(original) is None
+    assert budget.implied_in_situ(judged) is None  # its swaps save 1 ms of 24 at prices alone: too little to read
+    big = dataclasses.replace(judged, wall_ms_per_token=12.0, modules={"OurNorm": P(100, -70.0, 1.0, twin="Norm")})
+    assert budget.implied_in_situ(big) == pytest.approx((12.0 - 24.0) / (100 * -120e-3))
 
 
 def test_module_budget_refuses_what_it_cannot_fit():
     P = helpers.ModulePrice
-    original = _profile(1600, 0, 3.0, 24.0)
-    priced = helpers.DecodeProfile(2000, 5.0, 60.0, None, 300, 16, modules={"A": P(300, 100.0, 3.0)})
+    original = helpers.DecodeProfile(1600, 3.0, 24.0, None, 0, 16, modules={"Linear": P(200, 10.0, 1.0)})
+    priced = helpers.DecodeProfile(2000, 5.0, 60.0, None, 300, 16, modules={"A": P(200, 100.0, 3.0, twin="Linear")})
     with pytest.raises(ValueError, match=r"fitted_on\[0\]: 'b' calls modules of ours"):
         helpers.fit_module_budget({"a": original, "b": priced}, ("b", "a"))
-    with pytest.raises(ValueError, match=r"fitted_on\[1\]: 'c' has no priced module"):
+    with pytest.raises(ValueError, match=r"fitted_on\[1\]: 'c' has no priced module of ours"):
         helpers.fit_module_budget({"a": original, "c": original}, ("a", "c"))
-    uncounted = helpers.DecodeProfile(2000, 5.0, 60.0, None, 300, 16, modules={"A": P(300, 100.0, None)})
-    with pytest.raises(ValueError, match="kernels per call were not counted"):
-        helpers.fit_module_budget({"a": original, "u": uncounted}, ("a", "u"))
+    unpriced = helpers.DecodeProfile(1600, 3.0, 24.0, None, 0, 16)
+    with pytest.raises(ValueError, match=r"fitted_on\[0\]: 'u' has no priced module"):
+        helpers.fit_module_budget({"u": unpriced, "b": priced}, ("u", "b"))
+    even = helpers.DecodeProfile(2000, 5.0, 60.0, None, 300, 16, modules={"A": P(200, 10.0, 3.0, twin="Linear")})
+    with pytest.raises(ValueError, match="add less than 5% of 'a'"):
+        helpers.fit_module_budget({"a": original, "e": even}, ("a", "e"))
     with pytest.raises(ValueError, match="fitted_on: name two of"):
         helpers.fit_module_budget({"a": original}, ("a",))
+    budget = helpers.fit_module_budget({"a": original, "b": priced}, ("a", "b"))
+    stranger = helpers.DecodeProfile(2000, 5.0, 60.0, None, 300, 16, modules={"N": P(100, 9.0, 1.0, twin="Norm")})
+    with pytest.raises(ValueError, match=r"the original's \['Norm'\] were not priced"):
+        budget.predict_ms(stranger)
 
 
 def test_capture_module_calls_counts_top_level_calls_and_replays_them(tiny):
@@ -570,6 +587,8 @@ def test_capture_module_calls_counts_top_level_calls_and_replays_them(tiny):
         # per layer: input, post-attention, q and k norms; then the final norm. lm_head once. Attention once a layer.
         assert {k: c.per_token for k, c in calls.items()} == {
             "TritonRMSNorm(fused)": 4 * layers + 1, "TritonLinear": 1, "attention (fast)": layers}
+        assert {k: c.twin for k, c in calls.items()} == {
+            "TritonRMSNorm(fused)": "Qwen3RMSNorm", "TritonLinear": "Linear", "attention (fast)": "attention (sdpa)"}
         helpers.count_module_calls(calls)
         assert calls["TritonRMSNorm(fused)"].ours == 1 and calls["attention (fast)"].ours >= 1
         assert (calls["TritonLinear"].kernels is None) != helpers.HAS_GPU
@@ -578,6 +597,8 @@ def test_capture_module_calls_counts_top_level_calls_and_replays_them(tiny):
     # the fused layer holds the attention, its norms and projections: only it, the final norm and lm_head count
     assert {k: c.per_token for k, c in fast.items()} == {
         "FastDecoderLayer": layers, "TritonRMSNorm(fused)": 1, "GemvLinear": 1}
+    assert {k: c.twin for k, c in fast.items()} == {  # the final norm's, not one inside a fused layer's (None)
+        "FastDecoderLayer": "Qwen3DecoderLayer", "TritonRMSNorm(fused)": "Qwen3RMSNorm", "GemvLinear": "Linear"}
     out = fast["FastDecoderLayer"].replay()  # outside the patch: the captured module still runs
     assert out.shape[-2] == 1
     layer = fast["FastDecoderLayer"]  # each replay appends a position to the captured cache; reset takes them off
@@ -595,17 +616,50 @@ def test_capture_module_calls_counts_top_level_calls_and_replays_them(tiny):
         helpers.capture_module_calls(tiny, ids, 1)
 
 
+def test_capture_module_calls_of_the_original_counts_every_call_of_each_kind(tiny):
+    """The original's kinds are counted each on its own, inside one another or not, the attention function too."""
+    ids = helpers.make_prompt(4, vocab_size=tiny.config.vocab_size)
+    layers = tiny.config.num_hidden_layers
+    kinds = {"Linear", "Qwen3RMSNorm", "Qwen3MLP", "Qwen3DecoderLayer", "attention (sdpa)"}
+    calls = helpers.capture_module_calls(tiny, ids, 3, kinds=kinds)
+    # per layer: 7 projections (3 of them inside the MLP), 4 norms; then lm_head and the final norm
+    assert {k: c.per_token for k, c in calls.items()} == {
+        "Linear": 7 * layers + 1, "Qwen3RMSNorm": 4 * layers + 1, "Qwen3MLP": layers, "Qwen3DecoderLayer": layers,
+        "attention (sdpa)": layers}
+    assert all(c.twin is None for c in calls.values())
+    out, _ = calls["attention (sdpa)"].replay()  # transformers' own function, with the step's arguments
+    assert out.shape[1] == 1
+    layer = calls["Qwen3DecoderLayer"]
+    layer.reset()
+    first = layer.replay()
+    layer.reset()
+    assert torch.equal(layer.replay(), first)
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+    assert ALL_ATTENTION_FUNCTIONS["sdpa"] is sdpa_attention_forward  # put back
+    assert not any(m._forward_pre_hooks or m._forward_hooks for m in tiny.modules())
+    with helpers.patched(tiny, rmsnorm="fused", attention="fast"):
+        ours = helpers.capture_module_calls(tiny, ids, 3, original_attention="eager")
+    assert ours["attention (fast)"].twin == "attention (eager)"
+
+
 def test_compare_configs_prices_the_modules_of_each_eager_configuration(tiny):
     result = helpers.compare_configs(tiny, {"fused RMSNorm": dict(rmsnorm="fused"), "graph": dict(decoder="graph")},
                                      prompt_len=4, new_tokens=3, rounds=2, profile=True, prices=True)
     assert set(result.module_calls) == {helpers.ORIGINAL, "fused RMSNorm"}  # the graph decoder launches no module call
     p = result.profile("fused RMSNorm")
     assert list(p.modules) == ["TritonRMSNorm(fused)"] and len(result.module_us["fused RMSNorm"]["TritonRMSNorm(fused)"]) == 2
-    assert p.modules["TritonRMSNorm(fused)"].alone_us > 0 and p.ours_alone_ms > 0
-    assert result.profile(helpers.ORIGINAL).modules == {}
+    assert p.modules["TritonRMSNorm(fused)"].alone_us > 0 and p.alone_ms > 0
+    assert p.modules["TritonRMSNorm(fused)"].twin == "Qwen3RMSNorm"
+    original = result.profile(helpers.ORIGINAL)  # the original's norms, priced in the original's rounds
+    assert list(original.modules) == ["Qwen3RMSNorm"] and len(result.module_us[helpers.ORIGINAL]["Qwen3RMSNorm"]) == 2
+    assert original.modules["Qwen3RMSNorm"].per_token == p.modules["TritonRMSNorm(fused)"].per_token
     budget = helpers.fit_module_budget({n: result.profile(n) for n in (helpers.ORIGINAL, "fused RMSNorm")},
                                        (helpers.ORIGINAL, "fused RMSNorm"))
     assert budget.predict_ms(p) == pytest.approx(p.wall_ms_per_token)
+    unpriced = helpers.compare_configs(tiny, {"fused RMSNorm": dict(rmsnorm="fused")}, prompt_len=4, new_tokens=3,
+                                       rounds=1)
+    assert unpriced.module_calls == {}  # nothing priced, the original's modules neither
     with pytest.raises(ValueError, match=r"prices: \['graph'\] are not configurations here that generate\(\) eagerly"):
         helpers.compare_configs(tiny, {"graph": dict(decoder="graph")}, rounds=1, prices=["graph"])
 
@@ -632,6 +686,21 @@ def test_wall_time_per_token_comes_from_the_same_rounds(tiny, monkeypatch):
     single = helpers.compare_configs(tiny, {}, prompt_len=4, new_tokens=1, rounds=1)
     with pytest.raises(ValueError, match="needs new_tokens > 1"):
         single.decode_ms(helpers.ORIGINAL)
+
+
+def test_profiling_warms_a_decoder_built_afresh(tiny, monkeypatch):
+    """generate() is warm from the rounds; a graph decoder is built anew for the profile and captures on its first
+    run, whose capture kernels must not be counted as a decoded token's (they were, once: 716 kernels, not 499)."""
+    seen = {}
+    count = helpers._count_decode
+
+    def spy(model, ids, n, use_cache=True, decoder="generate", warm=True):
+        seen[decoder] = warm
+        return count(model, ids, n, use_cache, decoder, warm)
+
+    monkeypatch.setattr(helpers, "_count_decode", spy)
+    helpers.compare_configs(tiny, {"graph": dict(decoder="graph")}, prompt_len=4, new_tokens=3, rounds=1, profile=True)
+    assert seen == {"generate": False, "graph": True}
 
 
 def test_compare_calls_has_its_own_a_a_floor(monkeypatch):
@@ -715,6 +784,24 @@ def test_reproduce_reads_a_comparison_the_caller_already_ran(tiny, tmp_path, mon
     assert row["within 10%"] == "no"
     with pytest.raises(ValueError, match="has no"):
         helpers.reproduce(tiny, ids=["full.slowdown"], committed=committed, comparison=comparison)
+
+
+def test_reproduce_gives_the_small_effects_more_rounds(tiny, tmp_path, monkeypatch):
+    import pandas as pd
+
+    monkeypatch.setattr(helpers, "_generate", lambda model, ids, n, use_cache=True: (None, float(n)))
+    monkeypatch.setattr(helpers, "SIZES", dataclasses.replace(helpers.SIZES, rounds=2, rounds_small=4))
+    seen = []
+    compare = helpers.compare_configs
+    monkeypatch.setattr(helpers, "compare_configs", lambda model, configs, **kw: seen.append(
+        (sorted(configs), kw["rounds"])) or compare(model, configs, prompt_len=4, new_tokens=2, **kw))
+    committed = tmp_path / "results.csv"
+    pd.DataFrame([{"id": "rmsnorm.tps_slowdown", "value": 1.0, "unit": "x slower"},
+                  {"id": "full.slowdown", "value": 1.0, "unit": "x slower"}]).to_csv(committed, index=False)
+    table = helpers.reproduce(tiny, ids=["rmsnorm.tps_slowdown", "full.slowdown"], committed=committed)
+    assert helpers.SMALL_EFFECTS == ("rmsnorm.tps_slowdown",)
+    assert seen == [(["two-pass RMSNorm"], 4), (["all custom"], 2)]
+    assert list(table["clock"]) == ["wall, 4 shuffled rounds", "wall, 2 shuffled rounds"]
 
 
 def test_reproduced_ratios_are_catalogued_ratios():

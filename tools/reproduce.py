@@ -6,8 +6,9 @@
     python tools/reproduce.py --processes 3   # three fresh processes, one after another: the spread between them
 
 Kernel ratios are GPU time (CUDA-graph replay) at the chapters' shapes, against the PyTorch call and the PyTorch
-call against itself (their A/A floor), in shuffled rounds; tokens/s ratios come from one
-interleaved comparison in shuffled rounds with the original against itself (the A/A floor). Without
+call against itself (their A/A floor), in shuffled rounds; tokens/s ratios come from interleaved
+comparisons in shuffled rounds with the original against itself (the A/A floor): SIZES.rounds_small rounds for
+the effects near the noise (helpers.SMALL_EFFECTS), SIZES.rounds for the rest. Without
 --commit the table goes to runs/<gpu>/reproduce.csv. Chapter 8's re-measure cell runs the same code.
 
 At batch size 1 a tokens/s ratio depends on the host, and the host's speed differs from one process to the
@@ -74,7 +75,9 @@ def combine(tables: list, bar: float):
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ids", nargs="*", default=None, help="result ids to reproduce (default: all)")
-    parser.add_argument("--rounds", type=int, default=None, help="rounds of the comparison (default: SIZES.rounds)")
+    parser.add_argument("--rounds", type=int, default=None,
+                        help="rounds of every comparison (default: SIZES.rounds_small for helpers.SMALL_EFFECTS, "
+                             "SIZES.rounds for the rest)")
     parser.add_argument("--commit", action="store_true", help="write figures/<gpu>/reproduce.csv")
     parser.add_argument("--against", type=Path, default=None,
                         help="the results.csv to compare with (default: figures/<gpu>/results.csv)")
