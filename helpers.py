@@ -743,8 +743,9 @@ class DecodeProfile:
 
     @property
     def alone_ms(self) -> float:
-        """Host ms per decoded token that the priced calls cost, each at its price alone (``ModulePrice``)."""
-        return sum(m.per_token * m.alone_us for m in self.modules.values()) / 1e3
+        """Host ms per decoded token that our modules' calls cost, each at its price alone (``ModulePrice``); the
+        original's priced kinds nest inside one another (a layer holds its MLP), so they are not summed."""
+        return sum(m.per_token * m.alone_us for m in self.modules.values() if m.twin) / 1e3
 
 
 def _device_kernels(prof) -> list:
@@ -1320,9 +1321,9 @@ def host_us_alone(fn, calls: int | None = None, repeats: int = 3, reset=None) ->
 
 @dataclass
 class ModuleCall:
-    """One kind of module of ours as a decode step calls it (``capture_module_calls``)."""
+    """One kind of module as a decode step calls it (``capture_module_calls``): ours, or the original's own."""
     kind: str          # the class, with its mode ("TritonRMSNorm(fused)"), or the attention ("attention (fast)")
-    per_token: float   # calls per decoded token, made from outside any other module of ours
+    per_token: float   # calls per decoded token (ours: from outside any other module of ours; the original's: all)
     replay: object     # a function making one captured decode-step call again, with the same arguments
     kernels: float | None = None  # CUDA kernels one call launches (ours and PyTorch's); None until counted, or on CPU
     ours: float = 0.0  # our Triton launches per call
@@ -1430,6 +1431,14 @@ def capture_module_calls(model, ids: torch.Tensor, new_tokens: int, use_cache: b
         raise ValueError(f"new_tokens must be at least 2 (one decoded token past the prefill), got {new_tokens}")
     twin_mode = kinds is not None
     kinds = set(kinds or ())
+    impl = model.config._attn_implementation
+    attention_kind = f"attention ({impl})"
+    wrapped = None
+    if twin_mode and attention_kind in kinds:  # the model's own attention function, seen where transformers calls it
+        if impl not in ALL_ATTENTION_FUNCTIONS:  # refused before any hook is in place
+            raise ValueError(f"kinds: {attention_kind!r} is not a registered attention function; capture it with "
+                             "a model that uses one (load_model() uses 'sdpa')")
+        wrapped = ALL_ATTENTION_FUNCTIONS[impl]
     capture = _Capture(nested=twin_mode)
     mods = [m for m in model.modules() if (_module_kind(m) in kinds and not _is_ours(m) if twin_mode else _is_ours(m))]
     hooks = [m.register_forward_pre_hook(capture.pre, with_kwargs=True) for m in mods]
@@ -1439,15 +1448,7 @@ def capture_module_calls(model, ids: torch.Tensor, new_tokens: int, use_cache: b
         capture.forwards += 1
 
     hooks.append(model.register_forward_pre_hook(forward))
-    impl = model.config._attn_implementation
-    attention_kind = f"attention ({impl})"
-    wrapped = None
-    if twin_mode and attention_kind in kinds:  # the model's own attention function, seen where transformers calls it
-        if impl not in ALL_ATTENTION_FUNCTIONS:
-            raise ValueError(f"kinds: {attention_kind!r} is not a registered attention function; capture it with "
-                             "a model that uses one (load_model() uses 'sdpa')")
-        wrapped = ALL_ATTENTION_FUNCTIONS[impl]
-
+    if wrapped is not None:
         def entry(module, query, key, value, attention_mask, **kwargs):
             capture.attention(attention_kind, query, lambda: wrapped(module, query, key, value, attention_mask, **kwargs))
             return wrapped(module, query, key, value, attention_mask, **kwargs)
@@ -1621,6 +1622,11 @@ def fit_module_budget(profiles: dict, fitted_on: tuple) -> ModuleBudget:
     if in_situ is None:
         raise ValueError(f"fitted_on[1]: {fitted_on[1]!r}'s swaps add less than {100 * MIN_EFFECT:.0f}% of "
                          f"{fitted_on[0]!r}'s time at prices alone; fit the factor on one whose swaps add more")
+    if in_situ <= 0:
+        raise ValueError(f"fitted_on[1]: {fitted_on[1]!r} measured {other.wall_ms_per_token:.3g} ms per token against "
+                         f"the base's {base.wall_ms_per_token:.3g}, the other way from what its swaps add at prices "
+                         f"alone ({budget.swapped_ms(other):+.3g} ms): no positive factor fits; the host's noise is "
+                         "larger than the swaps here")
     budget.in_situ = in_situ
     return budget
 
@@ -1967,11 +1973,14 @@ def compare_configs(model, configs: dict, prompt_len: int | None = None, new_tok
         raise ValueError(f"profile: {unknown} are not configurations here; choose from {list(every)}")
     if to_profile and new_tokens < 2:
         raise ValueError("profile: counting per decoded token needs new_tokens >= 2")
-    eager = [n for n in every if n not in (ORIGINAL, ORIGINAL_AGAIN) and split_config(every[n])[1] == "generate"]
+    # priced: generate() with the KV cache, as the original's modules are priced (a decode step's one-row calls)
+    eager = [n for n in every
+             if n not in (ORIGINAL, ORIGINAL_AGAIN) and split_config(every[n])[1:] == ("generate", True)]
     to_price = eager if prices is True else [n for n in prices or () if n != ORIGINAL]
     bad = [n for n in to_price if n not in eager]
     if bad:
-        raise ValueError(f"prices: {bad} are not configurations here that generate() eagerly; choose from {eager}")
+        raise ValueError(f"prices: {bad} are not configurations here that generate() eagerly with the KV cache; "
+                         f"choose from {eager}")
     if to_price and new_tokens < 2:
         raise ValueError("prices: counting calls per decoded token needs new_tokens >= 2")
     ids = make_prompt(prompt_len, tokenizer, model.config.vocab_size)
@@ -2168,7 +2177,8 @@ REPRODUCE_CONFIGS = {  # result id -> (configuration name, patched() arguments),
     "full.slowdown": ("all custom", ALL_CUSTOM),
 }
 # Tokens/s effects near the noise floor (the two-pass RMSNorm measured 0.99 and 1.02 against the original on the
-# H200): their chapter and ``reproduce`` compare them in SIZES.rounds_small rounds, the rest in SIZES.rounds.
+# H200): their chapter and ``reproduce`` compare them in SIZES.rounds_small rounds, the rest in SIZES.rounds
+# (chapter 8 re-measures them all in its own one comparison of SIZES.rounds).
 SMALL_EFFECTS = ("rmsnorm.tps_slowdown",)
 
 
@@ -2264,13 +2274,13 @@ def reproduce(model=None, tokenizer=None, ids=None, rounds: int | None = None, c
         else:
             if model is None:
                 model, tokenizer, _ = load_model()
-            comparisons = {}
-            small = [i for i in wanted if i in SMALL_EFFECTS]  # more rounds where the effect is near the noise
-            for group, n in ((small, SIZES.rounds_small), ([i for i in wanted if i not in small], SIZES.rounds)):
-                if group:
-                    c = compare_configs(model, reproduce_configs(group), tokenizer=tokenizer,
-                                        rounds=rounds if rounds is not None else n)
-                    comparisons.update({key: c for key in group})
+            comparisons, groups = {}, {}
+            for key in wanted:  # more rounds where the effect is near the noise; one comparison per round count
+                n = rounds if rounds is not None else SIZES.rounds_small if key in SMALL_EFFECTS else SIZES.rounds
+                groups.setdefault(n, []).append(key)
+            for n, group in groups.items():
+                c = compare_configs(model, reproduce_configs(group), tokenizer=tokenizer, rounds=n)
+                comparisons.update({key: c for key in group})
         for key in wanted:
             name, c = REPRODUCE_CONFIGS[key][0], comparisons[key]
             r = c.ratios[name]

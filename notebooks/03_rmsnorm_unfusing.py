@@ -952,8 +952,8 @@ else:
 # One measurement, `helpers.compare_configs(..., profile=True)`, does two jobs:
 #
 # - it times the original and the swapped model in shuffled, interleaved rounds (`SIZES.rounds_small`
-#   of them, twice the series' usual count: on a fast GPU this swap's effect on tokens/s lies near the
-#   noise, and a median of more rounds strays less from run to run): one generation of each per round, each followed by a one-token generation, so that the **wall ms per decoded token**
+#   of them: 16 at full size, twice the series' usual 8; on a fast GPU this swap's effect on tokens/s lies
+#   near the noise, and a median of more rounds strays less from run to run): one generation of each per round, each followed by a one-token generation, so that the **wall ms per decoded token**
 #   (prefill excluded) comes from the same rounds as the tokens/s; each round's time is divided by the
 #   original's of the same round. It also runs the original against itself: that A/A ratio is this run's
 #   noise floor, and a swap whose ratio does not stand out of twice it, and of the series' 5% minimum, is

@@ -572,6 +572,9 @@ def test_module_budget_refuses_what_it_cannot_fit():
         helpers.fit_module_budget({"a": original, "e": even}, ("a", "e"))
     with pytest.raises(ValueError, match="fitted_on: name two of"):
         helpers.fit_module_budget({"a": original}, ("a",))
+    backwards = dataclasses.replace(priced, wall_ms_per_token=20.0)  # swaps add 18 ms alone, yet it came out faster
+    with pytest.raises(ValueError, match="no positive factor fits"):
+        helpers.fit_module_budget({"a": original, "w": backwards}, ("a", "w"))
     budget = helpers.fit_module_budget({"a": original, "b": priced}, ("a", "b"))
     stranger = helpers.DecodeProfile(2000, 5.0, 60.0, None, 300, 16, modules={"N": P(100, 9.0, 1.0, twin="Norm")})
     with pytest.raises(ValueError, match=r"the original's \['Norm'\] were not priced"):
@@ -641,6 +644,13 @@ def test_capture_module_calls_of_the_original_counts_every_call_of_each_kind(tin
     with helpers.patched(tiny, rmsnorm="fused", attention="fast"):
         ours = helpers.capture_module_calls(tiny, ids, 3, original_attention="eager")
     assert ours["attention (fast)"].twin == "attention (eager)"
+    tiny.set_attn_implementation("eager")  # transformers' fallback, not a registered function: refused, nothing left
+    try:
+        with pytest.raises(ValueError, match=r"'attention \(eager\)' is not a registered attention function"):
+            helpers.capture_module_calls(tiny, ids, 3, kinds={"Linear", "attention (eager)"})
+    finally:
+        tiny.set_attn_implementation("sdpa")
+    assert not any(m._forward_pre_hooks or m._forward_hooks for m in tiny.modules())
 
 
 def test_compare_configs_prices_the_modules_of_each_eager_configuration(tiny):
@@ -662,6 +672,9 @@ def test_compare_configs_prices_the_modules_of_each_eager_configuration(tiny):
     assert unpriced.module_calls == {}  # nothing priced, the original's modules neither
     with pytest.raises(ValueError, match=r"prices: \['graph'\] are not configurations here that generate\(\) eagerly"):
         helpers.compare_configs(tiny, {"graph": dict(decoder="graph")}, rounds=1, prices=["graph"])
+    with pytest.raises(ValueError, match=r"prices: \['no cache'\] .* with the KV cache"):  # priced as decode steps
+        helpers.compare_configs(tiny, {"no cache": dict(rmsnorm="fused", use_cache=False)}, rounds=1,
+                                prices=["no cache"])
 
 
 def test_wall_time_per_token_comes_from_the_same_rounds(tiny, monkeypatch):
@@ -802,6 +815,9 @@ def test_reproduce_gives_the_small_effects_more_rounds(tiny, tmp_path, monkeypat
     assert helpers.SMALL_EFFECTS == ("rmsnorm.tps_slowdown",)
     assert seen == [(["two-pass RMSNorm"], 4), (["all custom"], 2)]
     assert list(table["clock"]) == ["wall, 4 shuffled rounds", "wall, 2 shuffled rounds"]
+    seen.clear()  # one round count for all (--rounds): one comparison
+    helpers.reproduce(tiny, ids=["rmsnorm.tps_slowdown", "full.slowdown"], committed=committed, rounds=2)
+    assert seen == [(["all custom", "two-pass RMSNorm"], 2)]
 
 
 def test_reproduced_ratios_are_catalogued_ratios():
