@@ -600,13 +600,18 @@ _ATTENTION_FUNCTIONS = {"slow": _slow_attention, "fast": _fast_attention}
 _CAPTURES: list = []  # active capture_module_calls() blocks: each sees the attention calls made through the registry
 
 
+def _attention_kind(name: str) -> str:
+    """The kind an attention function is captured and priced under: "attention (fast)", "attention (sdpa)"."""
+    return f"attention ({name})"
+
+
 def _attention_entry(kind: str):
     """What transformers calls for ``attention=kind``: the attention function, seen by any active capture."""
     fn = _ATTENTION_FUNCTIONS[kind]
 
     def entry(module, query, key, value, attention_mask, **kwargs):
         for capture in _CAPTURES:
-            capture.attention(f"attention ({kind})", query,
+            capture.attention(_attention_kind(kind), query,
                               lambda: fn(module, query, key, value, attention_mask, **kwargs))
         return fn(module, query, key, value, attention_mask, **kwargs)
 
@@ -1355,30 +1360,30 @@ class _Capture:
     """Counts and captures module calls (see capture_module_calls): ours that no other module of ours makes,
     or, with ``nested``, every call of the hooked kinds, inside one another or not."""
 
-    def __init__(self, nested: bool = False):
+    def __init__(self, nested: bool = False, attention_twin: str | None = None):
         self.depth, self.forwards, self.counting, self.nested = 0, 0, False, nested
+        self.attention_twin = attention_twin  # what the attention function seen here replaced (None: it is the model's)
         self.counts: dict = {}
         self.replays: dict = {}
         self.resets: dict = {}
         self.twins: dict = {}
 
-    def _seen(self, kind: str, is_decode: bool, replay) -> None:
+    def _seen(self, kind: str, is_decode: bool, replay, twin: str | None) -> None:
         if not self.counting or (self.depth and not self.nested):
             return
         self.counts[kind] = self.counts.get(kind, 0) + 1
+        self.twins.setdefault(kind, twin)  # from a counted call (a norm inside a fused layer replaced nothing itself)
         if is_decode and self.forwards > 1 and kind not in self.replays:  # a decode step, not the prefill
             self.replays[kind] = replay
 
     def attention(self, kind: str, query, replay) -> None:
-        self._seen(kind, query.shape[-2] == 1, replay)
+        self._seen(kind, query.shape[-2] == 1, replay, self.attention_twin)
 
     def pre(self, module, args, kwargs) -> None:
         call_kwargs = dict(kwargs)
         kind = _module_kind(module)
-        if not self.depth:  # a call counted as its kind's (a norm inside a fused layer replaced nothing itself)
-            self.twins.setdefault(kind, getattr(module, "replaces", None))
         fresh = kind not in self.replays
-        self._seen(kind, True, lambda: module(*args, **call_kwargs))
+        self._seen(kind, True, lambda: module(*args, **call_kwargs), getattr(module, "replaces", None))
         if fresh and kind in self.replays:
             self.resets[kind] = _cache_reset(call_kwargs.get("past_key_values"))
         self.depth += 1
@@ -1432,14 +1437,14 @@ def capture_module_calls(model, ids: torch.Tensor, new_tokens: int, use_cache: b
     twin_mode = kinds is not None
     kinds = set(kinds or ())
     impl = model.config._attn_implementation
-    attention_kind = f"attention ({impl})"
+    attention_kind = _attention_kind(impl)
     wrapped = None
     if twin_mode and attention_kind in kinds:  # the model's own attention function, seen where transformers calls it
         if impl not in ALL_ATTENTION_FUNCTIONS:  # refused before any hook is in place
             raise ValueError(f"kinds: {attention_kind!r} is not a registered attention function; capture it with "
                              "a model that uses one (load_model() uses 'sdpa')")
         wrapped = ALL_ATTENTION_FUNCTIONS[impl]
-    capture = _Capture(nested=twin_mode)
+    capture = _Capture(nested=twin_mode, attention_twin=None if twin_mode else _attention_kind(original_attention))
     mods = [m for m in model.modules() if (_module_kind(m) in kinds and not _is_ours(m) if twin_mode else _is_ours(m))]
     hooks = [m.register_forward_pre_hook(capture.pre, with_kwargs=True) for m in mods]
     hooks += [m.register_forward_hook(capture.post) for m in mods]
@@ -1482,11 +1487,8 @@ def capture_module_calls(model, ids: torch.Tensor, new_tokens: int, use_cache: b
     for kind, n in many.items():
         per_token = (n - one.get(kind, 0)) / (new_tokens - 1)
         if per_token > 0 and kind in capture.replays:
-            twin = None
-            if not twin_mode:
-                twin = f"attention ({original_attention})" if kind.startswith("attention (") else capture.twins[kind]
             out[kind] = ModuleCall(kind, per_token, in_inference(capture.replays[kind]),
-                                   reset=capture.resets.get(kind), twin=twin)
+                                   reset=capture.resets.get(kind), twin=capture.twins.get(kind))
     return out
 
 
