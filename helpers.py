@@ -162,7 +162,8 @@ class Sizes:
     context_prompts: tuple     # chapter 7's prompt lengths
     rounds: int                # rounds of an interleaved comparison (compare_configs): every config once each
     rounds_small: int          # rounds where the effect is near the noise (chapter 3's swap, SMALL_EFFECTS)
-    rounds_sweep: int          # rounds per point of chapter 7's sweep (four comparisons of a ~4x effect)
+    rounds_sweep: int          # rounds per point of chapter 7's sweep (four comparisons of a ~4x effect); even, so
+                               # that every round has its backward twin (_shuffled's counterbalanced pairs)
     rounds_kernel: int         # rounds of a kernel-against-kernel comparison (compare_calls)
     profile_tokens: int        # decode steps under torch.profiler (its bookkeeping is slow)
     add_n: int                 # elements for the headline add timing
@@ -180,7 +181,7 @@ class Sizes:
 SIZES_BY_MODE = {
     "full": Sizes(
         prompt_len=32, new_tokens=24, new_tokens_full_stack=384, new_tokens_context=32,
-        context_prompts=(128, 256, 512, 1024), rounds=8, rounds_small=16, rounds_sweep=5, rounds_kernel=5,
+        context_prompts=(128, 256, 512, 1024), rounds=8, rounds_small=16, rounds_sweep=4, rounds_kernel=5,
         profile_tokens=8,
         add_n=2**20, add_sweep=tuple(2**k for k in range(12, 27, 2)),
         rmsnorm_hidden=1024, rmsnorm_rows=512, rmsnorm_decode_rows=1,
@@ -2001,14 +2002,16 @@ def compare_configs(model, configs: dict, prompt_len: int | None = None, new_tok
     per_token = new_tokens > 1
     calls = {}
     own_attention = model.config._attn_implementation  # what our attention function replaces
-    for name in every:  # warm-up: every shape and specialisation met once, untimed (and the calls to price captured)
+    warmed = []  # warm-up: every shape and specialisation met once, untimed (and the calls to price captured)
+    for name in every:
         if name in to_price:
             kwargs, _, use_cache = split_config(every[name])
             with patched(model, **kwargs):
                 calls[name] = capture_module_calls(model, ids, new_tokens, use_cache,
                                                    original_attention=own_attention)
-        else:
+        elif every[name] not in warmed:  # a copy of a configuration already warmed (the A/A copy) is warm too
             run(name, new_tokens)
+        warmed.append(every[name])
     twins = {c.twin for name in to_price for c in calls[name].values() if c.twin}
     if twins:  # the original's modules that ours replace, each priced the same way, in the original's rounds
         calls = {ORIGINAL: capture_module_calls(model, ids, new_tokens, kinds=twins), **calls}

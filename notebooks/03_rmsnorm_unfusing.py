@@ -861,8 +861,8 @@ helpers.md(text)
 
 # %% [markdown]
 # (In the predictions above, "N% below" or "N% above" is the larger of prediction and measurement over the
-# smaller, minus 1, so that a miss counts the same on either side: in the committed H200 run, 1.72x against
-# a predicted 2x read as 16% below it, although 1.72 lies 14% under 2. The predictions of the whole model,
+# smaller, minus 1, so that a miss counts the same on either side: in the committed H200 run, 1.74x against
+# a predicted 2x read as 15% below it, although 1.74 lies 13% under 2. The predictions of the whole model,
 # below and in chapters 4 and 5, give their error as (predicted - measured) / measured instead.)
 
 # %% [markdown]
@@ -1198,8 +1198,8 @@ text += ("\n\n" + helpers.beside_baseline(before)
          f"out **{swap_verdict.text}**. "
          + ("" if direction(blog_swap) == direction(swap_verdict) else
             "Why one swap moves two machines differently (their GPUs, and what a launch costs their hosts) is for "
-            "[chapter 8](08_lessons.ipynb) to read: it sets every swap's ratio beside the blog's and fits the launch "
-            "prices on whole-model runs."))
+            "[chapter 8](08_lessons.ipynb) to read: it sets every swap's ratio beside the blog's and prices every swap "
+            "against the original's modules it replaces."))
 helpers.md(text)
 
 # %% [markdown]

@@ -360,14 +360,14 @@ def read_drift(series, trends, lengths):
 helpers.md(read_drift(series, trends, lengths))
 
 # %% [markdown]
-# A caution on any drift reading just above. It leans on the original's prefill showing "no consistent
-# trend", and that phrase need not mean a flat line: it can be a median that moved while the rounds spread
-# too widely to call it (see *prefill wall ms, original* in the trend table: its median at each length,
-# and its quartile bounds). Set that row's medians beside those of *wall ms per decoded token, original*.
-# Where the prefill's median moved by about as much, at the same step (in the committed H200 run both fell
-# together in the step from 128 to 256 tokens: prefill 37.1 to 28.1 wall ms, 0.76x; decode 32.6 to 26.2
-# wall ms, 0.80x), this sweep cannot tell drift from context, and a reading that points to drift is a hint,
-# not a finding. Only where the
+# A caution on any drift reading just above (where one is made). It leans on the original's prefill
+# showing "no consistent trend", and that phrase need not mean a flat line: it can be a median that moved
+# while the rounds spread too widely to call it (see *prefill wall ms, original* in the trend table: its
+# median at each length, and its quartile bounds; in the committed H200 run it rose from 38.5 to 48.9 wall
+# ms between 128 and 1024 tokens, 1.27x, and still read as no consistent trend). Set that row's medians
+# beside those of *wall ms per decoded token, original*. Where the prefill's median moved by about as much,
+# at the same step, this sweep cannot tell drift from context, and a reading that points to drift is a
+# hint, not a finding. Only where the
 # prefill's median stayed flat while the decode times rose does the reading carry weight. The one test
 # that separates the two is to run the lengths again in another order (longest first): drift follows the
 # clock, a context effect follows the length.

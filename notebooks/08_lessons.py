@@ -663,9 +663,10 @@ def label_points(ax, xy, texts, fontsize=7, marker_points=7):
                                         shrinkB=marker_points / 2))
 
 
-# in a recorded note: a prediction by an earlier form of the model (two prices, host + GPU; or a PyTorch price per
-# launch outside our modules)
-EARLIER_MODEL = ("host + GPU", "per launch of ours", "outside our modules")
+# in a recorded note: a prediction by an earlier form of the model (two prices, host + GPU; a PyTorch price per
+# launch outside our modules; or our modules' calls priced alone without the original's calls they replace)
+EARLIER_MODEL = ("host + GPU", "per launch of ours", "outside our modules",
+                 "our modules' calls at their prices alone")
 
 
 def note_of(table_, id_):
@@ -846,7 +847,7 @@ if budget is not None:
                  "about the original's own time whatever the factor.")
     signs = np.sign(judged["error %"])
     if len(judged) > 1 and abs(signs.sum()) == len(judged):
-        text += (f" Every prediction erred the same way ({'under' if signs.iloc[0] < 0 else 'over'}): the misses "
+        text += (f" Every prediction erred the same way ({'under' if signs.iloc[0] < 0 else 'over'}): the errors "
                  "lean one way rather than scatter around the measured times.")
     helpers.md(text)
 
@@ -1106,10 +1107,6 @@ else:
 # staircase, as the section above does. The table before the lessons holds the numbers each lesson rests
 # on, with their verdicts and sources; the few other numbers a lesson quotes are in the sections above or
 # in "Every recorded result" below.
-#
-# (A flaw of the committed H200 run stored with this notebook: chapter 9's two CUDA-graph rows over-counted
-# their kernels and GPU-busy time, so the "graph rows" count and the graph floor quoted from chapter 9
-# below are wrong in it; see chapter 9's "Were the predictions right?". A run of your own is not affected.)
 #
 # A ratio of host times per call (the add in *Correct and fast are separate questions*, the attention loop
 # in *Launch count is a price list*) is one reading per side, the median of a few synchronised loops, with

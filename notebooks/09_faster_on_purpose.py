@@ -562,15 +562,7 @@ if COMPILED is None:
 # the launch budget, for the steps launched from Python kernel by kernel, and the GPU-busy time alone, for
 # the configurations replayed from a CUDA graph.
 #
-# **A flaw of the committed H200 run stored with this notebook.** Its two graph rows (*5. CUDA graph* and
-# *original, CUDA graph*) counted the graph's capture as decoded work: 716 and 2,630 kernels and 2.37 and
-# 5.56 GPU-busy ms per decoded token, more GPU-busy time than their measured wall times, which cannot be.
-# The profiling code has been fixed since (a graph decoder is warmed before it is counted); counted again
-# on the same machine, the two rows came to 499 and 1,850 kernels and 1.27 and 3.87 GPU-busy ms. Until the
-# stored run is re-made, read those two rows' kernels, GPU-busy times and predictions as wrong; their wall
-# times and ratios, and every eager step, stand. A run of your own is counted correctly.
-#
-# The table below rounds to two decimals, so a last zero is padding: 1.380 is 1.38. Tables elsewhere in the
+# The table below rounds to two decimals, so a last zero is padding: 3.580 is 3.58. Tables elsewhere in the
 # chapter carry other digits, and a value that sits on a 5 can print one digit apart in two of them (1.255 in
 # one table, 1.25 or 1.26 in another). The error % is computed from the unrounded times.
 
@@ -903,8 +895,9 @@ plt.show()
 # Read from the table above, one fix at a time: its verdict against the step before (per generation, round by
 # round), and per decoded token the wall ms, kernels and GPU-busy ms before and after. Where a fix made the
 # model faster beyond the noise, its share says how much of the staircase's net saving (all-custom model to
-# last step, wall ms per decoded token) it brought; where another step lost wall time, the shares add up to
-# more than 100%.
+# last step, wall ms per decoded token) it brought. A fix within noise gets no share, so the shares shown
+# need not add up to 100%: a step that lost wall time pushes them above it, and a fix within noise that saved
+# time leaves them below.
 
 # %%
 def read_fix(name: str, before: str, total_ms: float) -> str:
