@@ -82,6 +82,7 @@ import kernels
 
 helpers.show_env()
 SIZES = helpers.SIZES
+STARTED = pd.Timestamp.now(tz="UTC")  # this chapter's start: a quote of another chapter's result says how much older
 
 # %% [markdown]
 # ## What has been recorded?
@@ -858,14 +859,15 @@ if budget is not None:
 # this machine beside the committed H200 run. The model's time ratios (wall time per generation) are read
 # from this chapter's comparison above (its quartiles and its A/A floor come along); the kernel ratios are
 # measured here, GPU time from CUDA-graph replay against the PyTorch call, with the PyTorch call against
-# itself as their own floor (interpreter wall time in CPU mode).
+# itself as their own floor (interpreter wall time in CPU mode). Where this run is itself the committed one
+# (the series run with `--commit`), each ratio is set beside the chapter that recorded it, with when it did.
 
 # %%
 def read_reproduced(again):
     """Each re-measured headline ratio in words, set beside the recorded one: within ``helpers.REPRODUCE_BAR``
     or not (reproduce's own column), and whether the recorded value lies inside this run's quartiles."""
     bar = f"within {100 * helpers.REPRODUCE_BAR:.0f}%"
-    lines, outside, near, judged = [], 0, 0, 0
+    lines, notes, outside, near, judged, when = [], [], 0, 0, 0, {}  # one bullet per ratio, then paragraphs
     for r in again.to_dict("records"):
         kernel = r["what"] == "kernel time ratio"
         name = next((n for k, (n, _) in helpers.REPRODUCE_CONFIGS.items() if k == r["id"]), None)
@@ -875,13 +877,14 @@ def read_reproduced(again):
                 f"{r['quartiles']}, A/A floor {r['A/A floor']:.3f})")
         committed = r["committed"]
         chapter = CHAPTERS.get(r["id"].split(".")[0])
-        source = (f"chapter {chapter} of this same run, in its own process," if same_dir else
-                  "the committed H200 run")
+        source = f"chapter {chapter}" if same_dir else "the committed H200 run"
         if committed is None or committed != committed:
             lines.append(line + f"; {source} recorded no such number.")
             continue
         judged += 1
         near += r.get(bar) == "yes"
+        stamp = h200_table.loc[h200_table["id"] == r["id"].split("/")[0], "time"]  # a kernel ratio: its first id
+        when.setdefault(chapter, str(stamp.iloc[0]) if len(stamp) else "")
         lo, hi = (float(x) for x in r["quartiles"].split("-"))
         inside = lo <= committed <= hi
         outside += not inside
@@ -900,11 +903,14 @@ def read_reproduced(again):
             summary += (" The quartiles describe the rounds of one process; between two processes (another "
                         "chapter, another run) a ratio can move further than that, which is why reproducing a "
                         "number is judged by its own bar, not by the quartiles.")
-        lines.append(summary)
+        notes.append(summary)
+    if same_dir and when:  # this run's chapters, each in its own process: how long before this one
+        notes.append("When each chapter recorded the ratios set beside them:\n" + "\n".join(
+            f"- chapter {c}: {helpers.recorded_when(t, STARTED, c)}" for c, t in sorted(when.items())))
     if not helpers.HAS_GPU:
-        lines.append("In CPU mode the kernel ratios are interpreter wall time and the committed ones GPU time: two "
+        notes.append("In CPU mode the kernel ratios are interpreter wall time and the committed ones GPU time: two "
                      "different clocks, so their deviation says nothing about either kernel.")
-    return "\n".join(lines)
+    return "\n\n".join(["\n".join(lines), *notes])
 
 
 if REMEASURE:
