@@ -747,12 +747,6 @@ class DecodeProfile:
         """Every CUDA kernel per token on a GPU; our own kernels only, where no GPU was profiled."""
         return self.launches_per_token if self.launches_per_token is not None else self.project_launches_per_token
 
-    @property
-    def alone_ms(self) -> float:
-        """Host ms per decoded token that our modules' calls cost, each at its price alone (``ModulePrice``); the
-        original's priced kinds nest inside one another (a layer holds its MLP), so they are not summed."""
-        return sum(m.per_token * m.alone_us for m in self.modules.values() if m.twin) / 1e3
-
 
 def _device_kernels(prof) -> list:
     """The device-side kernel events of a torch.profiler run (copies and memsets left out)."""
