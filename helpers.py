@@ -55,6 +55,8 @@ def resolve_mode(requested: str | None, gpu_available: bool) -> str:
 
 MODE = resolve_mode(os.environ.get("SLOWER_MODE"), torch.cuda.is_available())
 HAS_GPU = MODE != "cpu"
+STARTED = datetime.now(timezone.utc)  # when this process imported helpers: a chapter's start, set against the
+                                      # recording time of any other chapter's result it quotes (recorded_when)
 if not HAS_GPU:  # must happen before any @triton.jit function is defined
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
@@ -1142,18 +1144,22 @@ def _aot(*args: str) -> str:
 
 
 _COMPILER_TABLE = None
+_PTX = {}  # (kernel, label, cc) -> PTX text, from the same run as _COMPILER_TABLE
 
 
 def compiler_table(kernels=None):
     """``kernels.aot.compiler_table`` as a DataFrame (one row per kernel, configuration and target: sm_75
-    and sm_90 side by side), optionally only the kernels named in ``kernels``. Computed once per process."""
+    and sm_90 side by side), optionally only the kernels named in ``kernels``. Computed once per process,
+    with every row's PTX kept for ``ptx_excerpt``."""
     import json
 
     import pandas as pd
 
     global _COMPILER_TABLE
     if _COMPILER_TABLE is None:
-        _COMPILER_TABLE = pd.DataFrame(json.loads(_aot("--ptx")))
+        rows = json.loads(_aot("--ptx", "--with-text"))
+        _PTX.update({(r["kernel"], r["label"], r["cc"]): r.pop("ptx") for r in rows})
+        _COMPILER_TABLE = pd.DataFrame(rows)
     df = _COMPILER_TABLE
     if kernels is not None:
         unknown = set(kernels) - set(df["kernel"])
@@ -1166,11 +1172,12 @@ def compiler_table(kernels=None):
 def ptx_excerpt(kernel: str, label: str, cc: int, pattern: str, max_lines: int = 8) -> str:
     """The first ``max_lines`` PTX lines of one compiled kernel (``compiler_table``'s kernel and label, for
     compute capability ``cc``) that match the regular expression ``pattern``, stripped, with a count of
-    the rest: an excerpt to annotate, not pages of PTX."""
+    the rest: an excerpt to annotate, not pages of PTX. A kernel of ``compiler_table`` reads the PTX that
+    table compiled; any other compiles in a fresh process."""
     if max_lines < 1:
         raise ValueError(f"max_lines must be at least 1, got {max_lines}")
-    lines = [line.strip() for line in _aot("--ptx-text", kernel, label, str(cc)).splitlines()
-             if re.search(pattern, line)]
+    ptx = _PTX.get((kernel, label, cc)) or _aot("--ptx-text", kernel, label, str(cc))
+    lines = [line.strip() for line in ptx.splitlines() if re.search(pattern, line)]
     more = f"\n... and {len(lines) - max_lines} more matching lines" if len(lines) > max_lines else ""
     return "\n".join(lines[:max_lines]) + more if lines else f"(no line of the PTX matches {pattern!r})"
 
@@ -1571,15 +1578,23 @@ class ModuleBudget:
     in_situ: float      # calls' host time in the model over their price alone
     fitted_on: tuple    # (the original, the configuration in_situ was solved from)
 
+    def added_ms(self, price: "ModulePrice") -> float:
+        """Host ms per decoded token that one kind of call of ours adds at prices alone: its calls per token
+        times its price minus the price of the original's call it replaces (``price.twin``)."""
+        if price.twin not in self.twins:
+            raise ValueError(f"price: the original's {price.twin!r} was not priced; compare_configs(prices=True) "
+                             "prices the original's modules that the priced configurations replace")
+        return price.per_token * (price.alone_us - self.twins[price.twin].alone_us) / 1e3
+
     def swapped_ms(self, profile: DecodeProfile) -> float:
-        """Host ms per decoded token that ``profile``'s swaps add at prices alone: each call of ours minus the
-        call of the original's module it replaced."""
+        """Host ms per decoded token that ``profile``'s swaps add at prices alone: the sum of ``added_ms`` over
+        its calls of ours."""
         ours = [m for m in profile.modules.values() if m.twin]  # the original's own modules name no twin
         missing = sorted({m.twin for m in ours} - set(self.twins))
         if missing:
             raise ValueError(f"profile: the original's {missing} were not priced; compare_configs(prices=True) "
                              "prices the original's modules that the priced configurations replace")
-        return sum(m.per_token * (m.alone_us - self.twins[m.twin].alone_us) for m in ours) / 1e3
+        return sum(self.added_ms(m) for m in ours)
 
     def host_ms(self, profile: DecodeProfile) -> float:
         return self.base_ms + self.in_situ * self.swapped_ms(profile)

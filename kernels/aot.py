@@ -8,6 +8,7 @@ replaces the compiler; run it in a process started with TRITON_INTERPRET=0:
 
     TRITON_INTERPRET=0 python -m kernels.aot        # JSON report: T4 (sm_75) and H100/H200 (sm_90)
     TRITON_INTERPRET=0 python -m kernels.aot --ptx  # what the compiler made: instruction mix, registers
+    TRITON_INTERPRET=0 python -m kernels.aot --ptx --with-text  # ... and each kernel's PTX
 
 ``compiler_table()`` reads what the compiler made of the teaching kernels (the add, both RMSNorms, the
 matmul in every tile) for each target: the PTX instructions that matter (tensor-core ``mma`` against
@@ -17,11 +18,13 @@ allow (``SM_LIMITS``).
 """
 
 import json
+import os
 import re
 import subprocess
 import sys
 import tempfile
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -321,25 +324,29 @@ def _as_launched(spec: CompileSpec) -> CompileSpec:
     return replace(spec, signature=signature, constexprs={**spec.constexprs, **dict.fromkeys(ones, 1)})
 
 
-def compiler_table(ccs=tuple(SM_LIMITS), kernels=TEACHING_KERNELS, dtype: str = "fp16") -> list[dict]:
+def compiler_table(ccs=tuple(SM_LIMITS), kernels=TEACHING_KERNELS, dtype: str = "fp16",
+                   with_ptx: bool = False) -> list[dict]:
     """What the compiler made of ``kernels`` (row kernels at ``TEACHING_ROW`` columns, the matmul in every
     tile) for each compute capability in ``ccs``, specialised as the JIT does at the model's shapes (sizes
-    and strides multiples of 16, unit strides constant): one dict per kernel, configuration and target."""
-    rows = []
+    and strides multiples of 16, unit strides constant): one dict per kernel, configuration and target, with
+    the PTX itself under "ptx" when ``with_ptx``. The kernels compile one after another (Triton caches them
+    on disk); ptxas, a process per kernel, runs for all of them at once."""
     block = row_block_size(TEACHING_ROW)
     specs = [s for s in compile_specs(dtype) if s.name in kernels
              and (not s.label.startswith("BLOCK_SIZE=") or s.kernel is add_kernel or s.label == f"BLOCK_SIZE={block}")]
-    for cc in ccs:
-        for spec in specs:
-            compiled = compile_spec(_as_launched(spec), cc, divisible_ints=True)  # as at the model's shapes
-            ptx = compiled.asm["ptx"]
-            usage = ptxas_usage(ptx)
-            warps = spec.options.get("num_warps", 4)
-            programs, limit = programs_per_sm(usage["registers"], compiled.metadata.shared, warps, cc)
-            rows.append(dict(kernel=spec.name, label=spec.label, cc=cc, gpu=SM_LIMITS[cc]["gpu"], num_warps=warps,
-                             registers=usage["registers"], **{"spill stores": usage["spill stores"]},
-                             shared=compiled.metadata.shared, programs_per_sm=programs, limited_by=limit,
-                             **instruction_mix(ptx)))
+    built = [(spec, cc, compile_spec(_as_launched(spec), cc, divisible_ints=True))  # as at the model's shapes
+             for cc in ccs for spec in specs]
+    with ThreadPoolExecutor(max_workers=max(1, min(len(built), os.cpu_count() or 1))) as pool:
+        usages = list(pool.map(ptxas_usage, [compiled.asm["ptx"] for _, _, compiled in built]))
+    rows = []
+    for (spec, cc, compiled), usage in zip(built, usages):
+        ptx = compiled.asm["ptx"]
+        warps = spec.options.get("num_warps", 4)
+        programs, limit = programs_per_sm(usage["registers"], compiled.metadata.shared, warps, cc)
+        rows.append(dict(kernel=spec.name, label=spec.label, cc=cc, gpu=SM_LIMITS[cc]["gpu"], num_warps=warps,
+                         registers=usage["registers"], **{"spill stores": usage["spill stores"]},
+                         shared=compiled.metadata.shared, programs_per_sm=programs, limited_by=limit,
+                         **instruction_mix(ptx), **({"ptx": ptx} if with_ptx else {})))
     return rows
 
 
@@ -362,4 +369,5 @@ if __name__ == "__main__":
             raise SystemExit("usage: python -m kernels.aot --ptx-text KERNEL LABEL CC")
         print(ptx_text(args[1], args[2], int(args[3])))
     else:
-        print(json.dumps(compiler_table() if "--ptx" in args else compile_report(), indent=1))
+        print(json.dumps(compiler_table(with_ptx="--with-text" in args) if "--ptx" in args else compile_report(),
+                         indent=1))

@@ -85,7 +85,6 @@ import helpers
 import kernels
 
 helpers.show_env()
-STARTED = pd.Timestamp.now(tz="UTC")  # this chapter's start: a quote of another chapter's result says how much older
 
 SIZES = helpers.SIZES
 SHAPES = {"blog": SIZES.attention_blog_shape, "qwen": SIZES.attention_qwen_shape}
@@ -614,7 +613,7 @@ def read_launch_prices():
               / times[s, "slow"].launches for s in SHAPES}
     loop_ratio = [price[s, "slow"] / mix[s] for s in SHAPES]
     text += (f"Chapter 2 recorded, in this GPU's results, {ch2['torch']:.2f} µs for a one-element PyTorch op and "
-             f"{ch2['triton']:.2f} µs for an empty Triton launch ({helpers.recorded_when(ch2['time'], STARTED, 2)}). "
+             f"{ch2['triton']:.2f} µs for an empty Triton launch ({helpers.recorded_when(ch2['time'], helpers.STARTED, 2)}). "
              "The launches of SDPA and the PyTorch ops cost "
              f"{times_range(min(torch_side) / ch2['torch'], max(torch_side) / ch2['torch'])} the PyTorch op; the "
              f"per-head loop's, {slow_ours:.0f} of its {times['qwen', 'slow'].launches:.0f} ours, cost "

@@ -65,7 +65,6 @@ import torch
 import helpers
 
 helpers.show_env()
-STARTED = pd.Timestamp.now(tz="UTC")  # this chapter's start: a quote of another chapter's result says how much older
 SIZES = helpers.SIZES
 FULL = helpers.ALL_CUSTOM  # two-pass RMSNorm, every projection, slow attention
 
@@ -262,7 +261,7 @@ def read_between_processes(wall_ms, recorded):
     text = (f"Chapter 1 timed the same original model at the same prompt ({SIZES.prompt_len} tokens) and "
             f"{SIZES.new_tokens} new tokens, in its own process: **{value:.2f} wall ms** per decoded token"
             + (f" (quartiles of its rounds {helpers.Ratio(value, low, high, []).quartiles})" if spread else "")
-            + f", against **{wall_ms:.2f}** here. Chapter 1's row was {helpers.recorded_when(recorded['time'], STARTED, 1)}. ")
+            + f", against **{wall_ms:.2f}** here. Chapter 1's row was {helpers.recorded_when(recorded['time'], helpers.STARTED, 1)}. ")
     if v.real:
         text += (f"Chapter 1's is {abs(100 * (v.ratio - 1)):.0f}% {'higher' if v.ratio > 1 else 'lower'} "
                  f"(beyond the series' {100 * v.noise:.0f}% noise threshold), though nothing in the model changed: "
@@ -319,7 +318,7 @@ def read_launch_price(per_extra_us, per_own_us):
     if set(ids) <= set(rows.index):
         triton_us, torch_us = (float(rows.loc[i, "value"]) for i in ids)
         stamps = pd.to_datetime(pd.Series([rows.loc[i, "time"] for i in ids]), utc=True, errors="coerce")
-        when = helpers.recorded_when("" if stamps.isna().any() else str(stamps.min()), STARTED, 2)
+        when = helpers.recorded_when("" if stamps.isna().any() else str(stamps.min()), helpers.STARTED, 2)
         text += (f"Chapter 2 timed an empty launch on this machine's host clock: {triton_us:.1f} µs for a Triton "
                  f"kernel, {torch_us:.1f} µs for a one-element PyTorch op ({when}). ")
     else:
@@ -920,7 +919,7 @@ def beside_recorded(ratio, chapter, ids):
         value = float(rows.loc[ids[0], "value"]) / float(rows.loc[ids[1], "value"])
         spread = ", the quotient of its two medians"
     stamps = pd.to_datetime(pd.Series([rows.loc[i, "time"] for i in needed]), utc=True, errors="coerce")
-    when = helpers.recorded_when("" if stamps.isna().any() else str(stamps.min()), STARTED, chapter)
+    when = helpers.recorded_when("" if stamps.isna().any() else str(stamps.min()), helpers.STARTED, chapter)
     off, bar = ratio.median / value - 1, helpers.REPRODUCE_BAR
     print(f"re-measured in this process: {ratio.median:.3g}x (quartiles {ratio.quartiles}); chapter {chapter} "
           f"recorded {value:.3g}x for the same call{spread} ({when}). This run's is {100 * abs(off):.0f}% "

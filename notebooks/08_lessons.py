@@ -82,7 +82,6 @@ import kernels
 
 helpers.show_env()
 SIZES = helpers.SIZES
-STARTED = pd.Timestamp.now(tz="UTC")  # this chapter's start: a quote of another chapter's result says how much older
 
 # %% [markdown]
 # ## What has been recorded?
@@ -181,10 +180,11 @@ def natural(id_):
 
 
 class Rec:
-    """One recorded result of one source: value, quartiles (NaN where none) and verdict ('' where none)."""
+    """One recorded result of one source: value, quartiles (None where none), verdict and recording time ('' where
+    none)."""
 
-    def __init__(self, value=None, low=None, high=None, verdict=""):
-        self.value, self.low, self.high, self.verdict = value, low, high, verdict or ""
+    def __init__(self, value=None, low=None, high=None, verdict="", time=""):
+        self.value, self.low, self.high, self.verdict, self.time = value, low, high, verdict or "", time or ""
 
     @property
     def has_spread(self):
@@ -197,7 +197,9 @@ def recorded(table, id_):
     if row.empty or pd.isna(row["value"].iloc[0]):
         return None
     get = lambda c: None if pd.isna(row[c].iloc[0]) else float(row[c].iloc[0])  # noqa: E731
-    return Rec(float(row["value"].iloc[0]), get("low"), get("high"), row["verdict"].iloc[0])
+    time = row["time"].iloc[0] if "time" in row else ""
+    return Rec(float(row["value"].iloc[0]), get("low"), get("high"), row["verdict"].iloc[0],
+               "" if pd.isna(time) else str(time))
 
 
 def four(v):
@@ -883,8 +885,8 @@ def read_reproduced(again):
             continue
         judged += 1
         near += r.get(bar) == "yes"
-        stamp = h200_table.loc[h200_table["id"] == r["id"].split("/")[0], "time"]  # a kernel ratio: its first id
-        when.setdefault(chapter, str(stamp.iloc[0]) if len(stamp) else "")
+        first = recorded(h200_table, r["id"].split("/")[0])  # a kernel ratio: its first id
+        when.setdefault(chapter, first.time if first else "")
         lo, hi = (float(x) for x in r["quartiles"].split("-"))
         inside = lo <= committed <= hi
         outside += not inside
@@ -906,7 +908,7 @@ def read_reproduced(again):
         notes.append(summary)
     if same_dir and when:  # this run's chapters, each in its own process: how long before this one
         notes.append("When each chapter recorded the ratios set beside them:\n" + "\n".join(
-            f"- chapter {c}: {helpers.recorded_when(t, STARTED, c)}" for c, t in sorted(when.items())))
+            f"- chapter {c}: {helpers.recorded_when(t, helpers.STARTED, c)}" for c, t in sorted(when.items())))
     if not helpers.HAS_GPU:
         notes.append("In CPU mode the kernel ratios are interpreter wall time and the committed ones GPU time: two "
                      "different clocks, so their deviation says nothing about either kernel.")

@@ -760,7 +760,7 @@ for n in [START, *BUDGET_STEPS]:
         price_rows.append({"step": n, "module": kind, "calls per token": m.per_token, ALONE: m.alone_us,
                            "quartiles": m.quartiles, "kernels per call": helpers.fmt(m.kernels, 0),
                            "replaces": m.twin, f"replaced call, {PRICE_CLOCK} µs alone": replaced.alone_us,
-                           f"added {PRICE_CLOCK} ms per token, alone": m.per_token * (m.alone_us - replaced.alone_us) / 1e3})
+                           f"added {PRICE_CLOCK} ms per token, alone": budget.added_ms(m)})
 price_list = pd.DataFrame(price_rows).set_index(["step", "module"])
 helpers.show(price_list.map(lambda v: round(v, 2) if isinstance(v, float) else v))
 implied = {n: budget.implied_in_situ(profiles[n]) for n in [START, *BUDGET_STEPS]}

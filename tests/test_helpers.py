@@ -561,6 +561,10 @@ def test_module_budget_on_made_up_numbers():
                                        ("original", "custom"))
     assert budget.base_ms == 24.0 and budget.in_situ == pytest.approx(1.2)
     assert budget.swapped_ms(custom) == pytest.approx(17.0)
+    assert budget.added_ms(custom.modules["OurLinear"]) == pytest.approx(200 * 90e-3)  # one kind's share of it
+    assert budget.added_ms(custom.modules["OurNorm"]) == pytest.approx(100 * -10e-3)
+    with pytest.raises(ValueError, match="price: the original's 'Attention' was not priced"):
+        budget.added_ms(P(28, 80.0, 9.0, twin="Attention"))
     assert budget.predict_ms(custom) == pytest.approx(custom.wall_ms_per_token)  # the fit reproduces itself
     assert budget.predict_ms(original) == pytest.approx(24.0)  # nothing swapped: the original's own time
     host = 24.0 - 1.2 * 100 * 10e-3  # a norm of ours 10 µs cheaper alone than the one it replaced
@@ -1221,6 +1225,10 @@ def test_the_compiler_table_and_a_ptx_excerpt_come_from_a_compiler_process():
     excerpt = helpers.ptx_excerpt("add_kernel", df["label"][0], 75, r"ld\.global", max_lines=1)
     assert excerpt.startswith("@%p") or excerpt.startswith("ld.global"), excerpt
     assert "ld.global.v4" in excerpt
+    assert "ptx" not in df.columns and "registers" in df.columns  # the PTX is kept aside for the excerpts
+    label = df["label"][0]  # the excerpt reads the table's PTX: the same text a compiler process makes of that kernel
+    kept, fresh = helpers._PTX["add_kernel", label, 75], helpers._aot("--ptx-text", "add_kernel", label, "75")
+    assert kept.rstrip() == fresh.rstrip() and ".target sm_75" in kept
     with pytest.raises(ValueError, match="not in the compiler table"):
         helpers.compiler_table(["no_such_kernel"])
     with pytest.raises(RuntimeError, match="labels of 'add_kernel'"):
