@@ -683,12 +683,12 @@ helpers.md(text)
 # %% [markdown]
 # The spread the two prices are read against is the widest of the sweep's single host readings of one
 # launch-bound call, the first size included. Check where it comes from: if one size stands far from the
-# rest, the ruling rests on that one reading. In the committed H200 run the widest reading was not the
-# first size: ours read 35.7 µs at 64K elements against 19.8 to 26.2 µs at its other five launch-bound
-# sizes, and `torch.add` read 10.5 and 10.6 µs at 64K and 4M against 7.16 to 7.53 µs elsewhere. Even
-# without the 64K point, ours' single readings moved by 6.4 µs, more than the 5.70 µs between the two empty
-# launches, so that run gives no ground to call either launch the dearer; ours cost the host 1.87-3.66x
-# `torch.add`'s at the launch-bound sizes.
+# rest, the ruling rests on that one reading. In the committed H200 run the widest spread was ours, 19.4 to
+# 29.6 µs at its six launch-bound sizes, and not from the first size: its two highest readings, 29.5 and
+# 29.6 µs, came at 64K and 256K elements; `torch.add` read 7.13 to 10.2 µs at its five. Without those two
+# readings ours moved by only 2.6 µs and `torch.add` by 3.1 µs, both less than the 5.02 µs between the two
+# empty launches: that run's "neither is the dearer" rests on two readings of ours, so read it as "not
+# ranked", not as "equal". Where both were launch-bound, ours cost the host 1.98-3.11x `torch.add`'s.
 
 # %% [markdown]
 # ### Beside the blog's numbers

@@ -861,8 +861,8 @@ helpers.md(text)
 
 # %% [markdown]
 # (In the predictions above, "N% below" or "N% above" is the larger of prediction and measurement over the
-# smaller, minus 1, so that a miss counts the same on either side: in the committed H200 run, 1.74x against
-# a predicted 2x read as 15% below it, although 1.74 lies 13% under 2. The predictions of the whole model,
+# smaller, minus 1, so that a miss counts the same on either side: in the committed H200 run, 1.70x against
+# a predicted 2x read as 18% below it, although 1.70 lies 15% under 2. The predictions of the whole model,
 # below and in chapters 4 and 5, give their error as (predicted - measured) / measured instead.)
 
 # %% [markdown]
@@ -979,7 +979,7 @@ else:
 #   and an empty Triton launch, each one host reading, made in loops of thousands of calls. Chapter 2 set
 #   those two side by side, one reading of each (no rounds, so no verdict), and ranked them only where their
 #   difference lay beyond the spread of its own single host readings: in the committed H200 run it did not
-#   (5.70 µs, inside that spread), so chapter 2 called neither the dearer. Where yours did the same, read the
+#   (5.02 µs, inside that spread), so chapter 2 called neither the dearer. Where yours did the same, read the
 #   word "ranked" in the output above as "set side by side". It read a real `torch.add` against its
 #   one-element op the same way (quoted above, where chapter 2 has run on a GPU): they are the best prices
 #   we have, used as read, not floors;

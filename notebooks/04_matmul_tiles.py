@@ -762,7 +762,7 @@ helpers.md(text)
 # H200 run the lowest decode point is m16_n16_k16, 0.39 TFLOP/s, the default m64_n64_k32 is at 0.563, and
 # the highest tile is m16_n128_k64, 0.70.) And on a GPU whose `tl.dot` runs on the tensor cores, as an
 # H200's does, our kernel's roof is the solid line: a model-shape point that lands near the dashed FMA roof,
-# as ours did in the committed H200 run (70.4 TFLOP/s against the FMA peak of 67), lands there by
+# as ours did in the committed H200 run (70.7 TFLOP/s against the FMA peak of 67), lands there by
 # coincidence. The dashed roof binds only where `tl.dot` compiles to FMA, as on a T4.
 
 # %%
@@ -966,10 +966,9 @@ explore(DEFAULT)  # try explore("m16_n128_k64")
 #   prices each kind of call of ours on its own, and lets a token take the longer of host and GPU.) The output below
 #   prints this reading of the two-pass call beside chapter 3's, the same call timed the same way in
 #   chapter 3's process. Where the two differ by more than the spread of chapter 3's own single readings
-#   of that call across its sweep (64.5 to 117 µs in the committed H200 run), the last step's price is
-#   uncertain by that much. In the committed H200 run they did not: 107.0 µs per call here against 95.4 in
-#   chapter 3, inside that spread (a run before it read 116.8 against 59.2: the host's pace moves between
-#   processes).
+#   of that call across its sweep (58.5 to 109 µs in the committed H200 run), the last step's price is
+#   uncertain by that much. In the committed H200 run they did not: 66.0 µs per call here against 58.5 in
+#   chapter 3, inside that spread.
 # - The launch counts and GPU-busy ms are each swap's own, from the profile.
 #
 # Each replaced linear layer is still one launch per token (PyTorch's is one cuBLAS kernel, ours one Triton
@@ -1339,21 +1338,22 @@ text += "\n\n" + beside_chapter3(last_v) + "\n\n" + helpers.beside_baseline(orig
 helpers.md(text)
 
 # %% [markdown]
-# **The step-by-step directions, checked.** The step-by-step reading above counts a step as "the same
-# direction" whenever the measured change lies on the predicted side, whether or not the rounds can tell
-# it from noise. Check each step against its round-by-round verdict earlier in the same output. In the
-# committed H200 run the MLP step's direction was a real match (predicted +3.75 ms, measured +11.38 ms,
-# 1.14x slower round by round, about three times the predicted size), while the last step's predicted
-# 1.26x faster came out within noise: the rounds could not see it.
+# **The step-by-step directions, checked.** The step-by-step reading above compares the budget's direction
+# for each step (its predicted change judged by the 5% rule) with the rounds' verdict on the measured one:
+# "the same direction" where the two agree, "a change the run could not see" where the budget predicts a
+# change and the rounds find it within noise. Set each step's size beside its direction, too. In the
+# committed H200 run both steps matched: the MLP step was predicted at +4.54 ms and measured at +4.19 ms
+# (1.06x slower round by round), and the last step was predicted at -9.23 ms and measured at -4.36 ms (1.08x
+# faster), about half the predicted size.
 #
 # **The last step with chapter 3's price.** The last step's price rests on this chapter's one host reading
 # of the two-pass call (printed beside chapter 3's where the prices were set). Where the two readings
 # differ beyond chapter 3's spread, the reading of the last step above moves with the price, and neither
-# chapter can say which reading holds. In the committed H200 run the two readings (53.5 µs per launch here,
-# 47.7 in chapter 3) lay inside chapter 3's spread. With chapter 3's price the last step's price would be
-# about 46.3 µs per launch of ours instead of 49.4, and its prediction about 40.0 wall ms per decoded token
-# (-28% against the measured 55.65, instead of -25.7%). With either price the prediction misses the 20% bar
-# on the low side and calls the step faster, where the rounds found it within noise; chapter 8's budget,
+# chapter can say which reading holds. In the committed H200 run the two readings (33.0 µs per launch here,
+# 29.3 in chapter 3) lay inside chapter 3's spread. With chapter 3's price the last step's price would be
+# about 36.4 µs per launch of ours instead of 38.3, and its prediction about 32.2 wall ms per decoded token
+# (-25.7% against the measured 43.29, instead of -23.8%). With either price the prediction misses the 20%
+# bar on the low side; it calls the step faster, as the rounds did (1.08x faster); chapter 8's budget,
 # which prices each module call of ours against the original's call it replaces, puts this configuration
 # within its bar.
 
@@ -1418,7 +1418,7 @@ helpers.md(
 # (In the steps table above, the `blog (T4)` and `yours` columns are rounded to two decimals, whatever
 # zeros the display adds: a `yours` of 0.9500 is a median rounded to 0.95.
 # Rounded up, it can look as if it lay above quartiles printed to three digits; in the committed H200 run
-# the last step's 0.95 lies inside its quartiles, 0.885-1.01.)
+# the last step's 0.92 lies inside its quartiles, 0.896-0.973.)
 
 # %% [markdown]
 # ## Your numbers beside the blog's

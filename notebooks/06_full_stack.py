@@ -221,7 +221,7 @@ helpers.md(read_quotients(comparison, [helpers.ORIGINAL_AGAIN, CUSTOM]))
 # token below comes from one of those slots, so it carries that noise as well as any difference between
 # processes; set beside chapter 1's number, part of the gap may be this process's own noise. The slowdown's
 # verdict already allows for it: its noise threshold is widened to twice the floor's distance from 1 (in the
-# committed H200 run the floor was 1.09, 9% off 1, so a ratio had to pass about 19% to count; 4.54x did).
+# committed H200 run the floor was 1.05, about 5% off 1, so a ratio had to pass about 10% to count; 4.29x did).
 # (`helpers.regime`, quoted at the end of the section, calls this wall ms per decoded token the host's time,
 # "host time ... ms", and the GPU-busy ms the GPU's time.)
 

@@ -363,8 +363,8 @@ helpers.md(read_drift(series, trends, lengths))
 # A caution on any drift reading just above (where one is made). It leans on the original's prefill
 # showing "no consistent trend", and that phrase need not mean a flat line: it can be a median that moved
 # while the rounds spread too widely to call it (see *prefill wall ms, original* in the trend table: its
-# median at each length, and its quartile bounds; in the committed H200 run it rose from 38.5 to 48.9 wall
-# ms between 128 and 1024 tokens, 1.27x, and still read as no consistent trend). Set that row's medians
+# median at each length, and its quartile bounds; in the committed H200 run it moved from 26.6 to 31.0 wall
+# ms between 128 and 1024 tokens, 1.17x, and still read as no consistent trend). Set that row's medians
 # beside those of *wall ms per decoded token, original*. Where the prefill's median moved by about as much,
 # at the same step, this sweep cannot tell drift from context, and a reading that points to drift is a
 # hint, not a finding. Only where the
@@ -661,7 +661,7 @@ measured = helpers.check_answer(answer, cmp.ratios["longer context"], cmp.floor,
 # [chapter 5](05_attention.ipynb)) over the whole prompt, causal, at the shortest prompt and at the
 # longest: every token against every earlier one, so the work grows with the square of the length (64
 # times at full size, 8 times as many tokens). In the sweep the original's prefill is a whole forward
-# pass, hundreds of kernels launched by the host (see its reading above); this call is one kernel, so
+# pass, well over a thousand kernels launched by the host (see its reading above); this call is one kernel, so
 # only the GPU's work is left. Expect **slower**, but by far less than the work: at the shortest prompt
 # the kernel is mostly its fixed cost of starting and finishing, with only a few tiles of queries to
 # spread over the GPU's many multiprocessors (132 on an H200, 40 on a T4), most of them idle; the tiles of

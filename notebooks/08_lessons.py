@@ -1116,8 +1116,8 @@ else:
 # on, with their verdicts and sources; the few other numbers a lesson quotes are in the sections above or
 # in "Every recorded result" below.
 #
-# A ratio of host times per call (the add in *Correct and fast are separate questions*, the attention loop
-# in *Launch count is a price list*) is one reading per side, the median of a few synchronised loops, with
+# A ratio of host times per call (the add in the first lesson, the attention loop in the lesson on launch
+# counts) is one reading per side, the median of a few synchronised loops, with
 # no rounds and so no verdict: "no verdict recorded" and "one reading each, so no verdict" say the same
 # thing.
 
@@ -1619,8 +1619,8 @@ helpers.show(readable(every.assign(yours=every["yours"].astype(float), h200=ever
 # `SIZES.rmsnorm_hidden`, in CPU mode the tiny model's), timed by `helpers.compare_calls` against a reference in
 # shuffled rounds, the reference against itself giving the noise floor. The clock is GPU time (CUDA-graph
 # replay) on a GPU, interpreter wall time in CPU mode. A graph replay takes the host's price per launch away,
-# so what is left per kernel is what the GPU itself needs to start, run and finish one: lesson 4 priced it
-# from the attention loop. Guess first, set `answer`, then run the cell.
+# so what is left per kernel is what the GPU itself needs to start, run and finish one: the lesson on launch
+# counts priced it from the attention loop. Guess first, set `answer`, then run the cell.
 #
 # **1. Double the launches of a decode step's norms.** Qwen3-0.6B runs two RMSNorms over the hidden size per
 # layer, one row each while decoding (the norms of each head's queries and keys, which the price list above
@@ -1649,8 +1649,9 @@ result = helpers.check_answer(answer, cmp.ratios["two-pass"], cmp.floor,
 # bytes behind it. Our add at `SIZES.add_sweep[0]` elements against the same add at sixteen times as many
 # (`SIZES.add_sweep[2]`): one launch each, so the budget's host prices them alike. On the GPU's own clock,
 # though, the bytes are not free: at full size the add reads two vectors and writes one, 24 KB in float16 at
-# 4,096 elements and 393 KB at 65,536. Next to a kernel's fixed cost of a few µs of GPU time (lesson 4), moving
-# 393 KB takes a fraction of a µs on an H200 (about 4.8 TB/s), and more than a µs on a T4 (320 GB/s).
+# 4,096 elements and 393 KB at 65,536. Next to a kernel's fixed cost of a few µs of GPU time (the lesson on
+# launch counts), moving 393 KB takes a fraction of a µs on an H200 (about 4.8 TB/s), and more than a µs on a
+# T4 (320 GB/s).
 # Expect **slower**: slightly on a large GPU, where the result may sit on the series' 5% threshold (the
 # check says so when it does), clearly on a small one. (In CPU mode the interpreter works through sixteen
 # times the elements, in more programs run one after another: slower too.)

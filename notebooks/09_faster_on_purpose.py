@@ -37,7 +37,8 @@
 # This chapter walks the staircase `helpers.STAIRCASE` from the all-custom model (two-pass RMSNorms, tiled
 # matmuls for every projection, the per-head attention loop) to a fast model, one swap per step:
 #
-# 1. **fast attention**: one grouped-query decode kernel instead of three launches per query head. It is
+# 1. **fast attention**: one grouped-query decode kernel instead of three launches of ours per query head
+#    (plus PyTorch's own kernels around them: the price list counts every kernel). It is
 #    *split-KV flash-decoding*: the cached keys are cut into chunks that separate programs read in parallel,
 #    and a second, small launch combines their partial results (exercise 2 below times it without the split);
 # 2. **fused RMSNorm**: every RMSNorm in one launch instead of two;
@@ -370,9 +371,9 @@ helpers.md(read_agreement(first, first_graph, N, float(chapter6_rows["value"].il
 # its step in every run, before the timed part; transformers' compiled path compiles once, in the untimed
 # warm-up. `prices=True` prices the modules of ours in every step launched from Python: the warm-up captures
 # one decode-step call of each kind of module of ours that the step calls from outside another of ours (a
-# `TritonRMSNorm`, a `GemvLinear`, a `FastMLP`, a whole `FastDecoderLayer`, the attention), and in every
-# round, right after the step's generations, each call is timed on its own on the host's clock, so the
-# prices see the same host as the wall times. After the rounds, `profile=True` counts each configuration's
+# `TritonRMSNorm`, a `TritonLinear` or `GemvLinear`, a `FastMLP`, a whole `FastDecoderLayer`, the
+# attention), and in every round, right after the step's generations, each call is timed on its own on the
+# host's clock, so the prices see the same host as the wall times. After the rounds, `profile=True` counts each configuration's
 # kernels and GPU-busy time per decoded token with `torch.profiler`.
 #
 # Two clocks, named wherever a time appears: **wall** is the host's clock (synchronised) per decoded token
@@ -398,13 +399,13 @@ print(f"{len(comparison.orders)} shuffled rounds, prompt {comparison.prompt_len}
 # Chapter 8's launch budget (`helpers.ModuleBudget`) prices a decoded token from what the host does for it,
 # swap by swap:
 #
-# - every call of a module of ours replaces one call of the original's module: a `GemvLinear` an
-#   `nn.Linear`, a `TritonRMSNorm` a `Qwen3RMSNorm`, a `FastDecoderLayer` a `Qwen3DecoderLayer`, our
-#   attention function transformers' own (`sdpa`);
+# - every call of a module of ours replaces one call of the original's module: a `TritonLinear` or a
+#   `GemvLinear` an `nn.Linear`, a `TritonRMSNorm` a `Qwen3RMSNorm`, a `FastDecoderLayer` a
+#   `Qwen3DecoderLayer`, our attention function transformers' own (`sdpa`);
 # - each kind of call, ours and the original's, is priced on its own: the host time of one call in a loop,
 #   measured in the same rounds as the wall times, with its kernels' launches and the framework's Python
-#   around them (a `FastDecoderLayer` call launches a dozen kernels, a `TritonRMSNorm` call one, and their
-#   Python differs as much);
+#   around them (a `FastDecoderLayer` call launches a dozen kernels, a fused `TritonRMSNorm` call one and a
+#   two-pass one two, and their Python differs as much);
 # - a step's host time per token is the original's measured wall ms plus, for every call swapped, our call's
 #   price minus the replaced call's, times one *in-situ factor*: how much dearer calls are inside the model,
 #   where the rest of the step competes for the host's caches, than in a loop on their own;
