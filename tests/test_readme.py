@@ -1,9 +1,12 @@
-"""The README's numbers come from the committed results, never from a keyboard."""
+"""The README's numbers come from the committed results, never from a keyboard; the chapters' hand-written quotes
+of the committed run match what their committed outputs show."""
+import json
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
+import check_quotes  # noqa: E402
 import make_readme  # noqa: E402
 
 
@@ -26,3 +29,29 @@ def test_readme_names_the_two_commands_and_ci_calls_the_second():
     text = make_readme.README.read_text()
     assert "python tools/run_series.py" in text and "bash tools/test.sh" in text
     assert "bash tools/test.sh" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_the_chapters_quotes_of_the_committed_run_are_in_its_outputs():
+    notebooks = {p.name[:2]: p for p in sorted(check_quotes.NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))}
+    pools = {c: check_quotes.numbers(check_quotes.output_text(p)) for c, p in notebooks.items()}
+    stale = {c: check_quotes.unmatched(c, pools) for c in notebooks}
+    assert not any(stale.values()), f"stale quotes (python tools/check_quotes.py): { {c: s for c, s in stale.items() if s} }"
+
+
+def _chapter(tmp_path, markdown: str, printed: str):
+    (tmp_path / "01_x.py").write_text("# %% [markdown]\n" + "".join(f"# {line}\n" for line in markdown.splitlines())
+                                      + "\n# %%\nprint()\n")
+    cell = {"cell_type": "code", "source": [], "outputs": [{"output_type": "stream", "text": [printed]}]}
+    (tmp_path / "01_x.ipynb").write_text(json.dumps({"cells": [cell]}))
+
+
+def test_check_quotes_flags_a_number_the_outputs_no_longer_show(tmp_path, monkeypatch):
+    monkeypatch.setattr(check_quotes, "NOTEBOOKS", tmp_path)
+    _chapter(tmp_path, "In the committed H200 run the ratio was 1.26x\n(quartiles 1.1-1.4), about 0.4 µs.\n"
+                       "Elsewhere 9.99 is no quote of the run.", "ratio 1.2649, quartiles 1.104-1.43, 7.0 µs")
+    pools = {"01": check_quotes.numbers(check_quotes.output_text(tmp_path / "01_x.ipynb"))}
+    assert check_quotes.unmatched("01", pools) == []  # rounded to the quoted precision; "about" and other sentences
+    pools = {"01": check_quotes.numbers("ratio 1.2749, quartiles 1.104-1.43")}  # a new run moved the ratio
+    assert [q for q, _ in check_quotes.unmatched("01", pools)] == ["1.26"]
+    pools["02"] = {1.26}  # the same number shown by a chapter the sentence does not name does not count
+    assert [q for q, _ in check_quotes.unmatched("01", pools)] == ["1.26"]
