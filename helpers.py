@@ -750,13 +750,20 @@ class DecodeProfile:
         return self.launches_per_token if self.launches_per_token is not None else self.project_launches_per_token
 
 
-def _device_kernels(prof) -> list:
-    """The device-side kernel events of a torch.profiler run (copies and memsets left out)."""
-    out = []
-    for e in prof.events():
-        if e.device_type == torch.autograd.DeviceType.CUDA and not e.name.startswith(("Memcpy", "Memset")):
-            out.append(e)
-    return out
+def _device_kernels(prof) -> list[tuple[str, float]]:
+    """(name, GPU µs) of each device-side kernel of a torch.profiler run (copies and memsets left out), read from
+    the profiler's raw Kineto events where this PyTorch has them: ``prof.events()`` builds a Python object per
+    event, with the CPU side's tree, which on an H200 took 2.96 s for the 26,194 kernels of an 8-token all-custom
+    generation against 0.17 s from the raw events (the same kernels, the same count)."""
+    skip = ("Memcpy", "Memset")
+    raw = getattr(getattr(prof, "profiler", None), "kineto_results", None)
+    try:
+        return [(e.name(), e.duration_ns() / 1e3) for e in raw.events()
+                if e.device_type() == torch.autograd.DeviceType.CUDA and not e.name().startswith(skip)]
+    except AttributeError:  # no raw events here (raw is None), or an older event API: the profiler's own list
+        pass
+    return [(e.name, e.time_range.elapsed_us()) for e in prof.events()
+            if e.device_type == torch.autograd.DeviceType.CUDA and not e.name.startswith(skip)]
 
 
 def _kernel_stats(fn) -> tuple[int, float]:
@@ -769,7 +776,7 @@ def _kernel_stats(fn) -> tuple[int, float]:
             fn()
             _sync()
     events = _device_kernels(prof)
-    return len(events), sum(e.time_range.elapsed_us() for e in events) / 1e3
+    return len(events), sum(us for _, us in events) / 1e3
 
 
 def _count_decode(model, ids: torch.Tensor, n: int, use_cache: bool = True, decoder: str = "generate",

@@ -1078,6 +1078,21 @@ def _trace(*events):
     return {"traceEvents": [dict(ph="X", cat=c, name=n, ts=t, dur=d) for c, n, t, d in events]}
 
 
+def test_device_kernels_read_raw_events_and_fall_back_to_function_events():
+    """The same kernels either way: the raw Kineto events where the profiler has them, prof.events() where not."""
+    from types import SimpleNamespace as NS
+
+    cuda, cpu = torch.autograd.DeviceType.CUDA, torch.autograd.DeviceType.CPU
+    raw = [("gemv", cuda, 3000), ("Memcpy HtoD", cuda, 500), ("cudaLaunchKernel", cpu, 4000), ("add", cuda, 1500)]
+    kineto = [NS(name=lambda n=n: n, device_type=lambda d=d: d, duration_ns=lambda t=t: t) for n, d, t in raw]
+    fast = NS(profiler=NS(kineto_results=NS(events=lambda: kineto)))
+    objects = [NS(name=n, device_type=d, time_range=NS(elapsed_us=lambda t=t: t / 1e3)) for n, d, t in raw]
+    slow = NS(profiler=None, events=lambda: objects)
+    assert helpers._device_kernels(fast) == helpers._device_kernels(slow) == [("gemv", 3.0), ("add", 1.5)]
+    older = NS(profiler=NS(kineto_results=NS(events=lambda: [NS(name=lambda: "gemv")])), events=lambda: objects)
+    assert helpers._device_kernels(older) == [("gemv", 3.0), ("add", 1.5)]  # raw events without duration_ns
+
+
 def test_a_timeline_keeps_launches_and_kernels_only():
     trace = _trace(("cpu_op", "aten::mm", 100, 50), ("cuda_runtime", "cudaLaunchKernel", 110, 5),
                    ("kernel", "gemm", 120, 10), ("cuda_driver", "cuLaunchKernelEx", 130, 4),
