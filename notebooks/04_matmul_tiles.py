@@ -756,14 +756,14 @@ helpers.md(text)
 # For $M = 1$ the intensity is $2NK / 2(K + NK + N)$, just under one flop per byte, whatever $N$ and $K$:
 # each weight is read once and used once. Both GPUs' ridge points are in the hundreds.
 #
-# Two things to know before reading the figure below. Nearby labels are moved down a line at a time until
-# they no longer overlap, so a decode-shape label can sit beside another tile's dot or below every dot:
-# take each tile's time from the sweep's table above, not from where its label lands. (In the committed
-# H200 run the lowest decode point is m16_n16_k16, 16.2 GPU µs in the sweep's table, about 0.4 TFLOP/s; the
-# default m64_n64_k32 is at 0.563; the highest tile is m16_n128_k64, 8.94 GPU µs, about 0.7.) And on a GPU whose `tl.dot` runs on the tensor cores, as an
-# H200's does, our kernel's roof is the solid line: a model-shape point that lands near the dashed FMA roof,
-# as ours did in the committed H200 run (70.7 TFLOP/s against the FMA peak of 67), lands there by
-# coincidence. The dashed roof binds only where `tl.dot` compiles to FMA, as on a T4.
+# Two things to know before reading the figure below. Nearby labels are moved down a line at a time until they
+# no longer overlap, so a decode-shape label can sit beside another tile's dot or below every dot: take each
+# tile's time from the sweep's table above, not from where its label lands. (In the committed H200 run the
+# lowest decode point is m16_n16_k16, 16.2 GPU µs in the sweep's table, about 0.4 TFLOP/s; the default
+# m64_n64_k32 is at 0.563; the highest tile is m16_n128_k64, 8.94 GPU µs, about 0.7.) And on a GPU whose
+# `tl.dot` runs on the tensor cores, as an H200's does, our kernel's roof is the solid line: a model-shape point
+# that lands near the dashed FMA roof, as ours did in the committed H200 run (70.7 TFLOP/s against the FMA peak
+# of 67), lands there by coincidence. The dashed roof binds only where `tl.dot` compiles to FMA, as on a T4.
 
 # %%
 def roof_point(label, group, shape, ms):

@@ -366,14 +366,14 @@ helpers.md(read_agreement(first, first_graph, N, float(chapter6_rows["value"].il
 # One `helpers.compare_configs` run times every step of the staircase and the lines beside it, with the
 # original twice (its A/A ratio is this run's noise floor). Each of `SIZES.rounds` rounds runs every
 # configuration once, in a shuffled order: a greedy generation of `SIZES.new_tokens` new tokens from the
-# `SIZES.prompt_len`-token prompt, then a one-token generation, so that the wall ms per decoded token
-# (prefill excluded) come from the same rounds. A graph configuration builds its static cache and captures
-# its step in every run, before the timed part; transformers' compiled path compiles once, in the untimed
-# warm-up. `prices=True` prices the modules of ours in every step launched from Python: the warm-up captures
-# one decode-step call of each kind of module of ours that the step calls from outside another of ours (a
-# `TritonRMSNorm`, a `TritonLinear` or `GemvLinear`, a `FastMLP`, a whole `FastDecoderLayer`, the
-# attention), and in every round, right after the step's generations, each call is timed on its own on the
-# host's clock, so the prices see the same host as the wall times. After the rounds, `profile=True` counts each configuration's
+# `SIZES.prompt_len`-token prompt, then a one-token generation, so that the wall ms per decoded token (prefill
+# excluded) come from the same rounds. A graph configuration builds its static cache and captures its step in
+# every run, before the timed part; transformers' compiled path compiles once, in the untimed warm-up.
+# `prices=True` prices the modules of ours in every step launched from Python: the warm-up captures one
+# decode-step call of each kind of module of ours that the step calls from outside another of ours (a
+# `TritonRMSNorm`, a `TritonLinear` or `GemvLinear`, a `FastMLP`, a whole `FastDecoderLayer`, the attention),
+# and in every round, right after the step's generations, each call is timed on its own on the host's clock, so
+# the prices see the same host as the wall times. After the rounds, `profile=True` counts each configuration's
 # kernels and GPU-busy time per decoded token with `torch.profiler`.
 #
 # Two clocks, named wherever a time appears: **wall** is the host's clock (synchronised) per decoded token
