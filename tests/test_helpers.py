@@ -1083,7 +1083,8 @@ def test_device_kernels_read_raw_events_and_fall_back_to_function_events():
     from types import SimpleNamespace as NS
 
     cuda, cpu = torch.autograd.DeviceType.CUDA, torch.autograd.DeviceType.CPU
-    raw = [("gemv", cuda, 3000), ("Memcpy HtoD", cuda, 500), ("cudaLaunchKernel", cpu, 4000), ("add", cuda, 1500)]
+    raw = [("gemv", cuda, 3000), ("Memcpy HtoD", cuda, 500), ("cudaLaunchKernel", cpu, 4000), ("add", cuda, 1500),
+           ("Memset (Device)", cuda, 200)]
     kineto = [NS(name=lambda n=n: n, device_type=lambda d=d: d, duration_ns=lambda t=t: t) for n, d, t in raw]
     fast = NS(profiler=NS(kineto_results=NS(events=lambda: kineto)))
     objects = [NS(name=n, device_type=d, time_range=NS(elapsed_us=lambda t=t: t / 1e3)) for n, d, t in raw]

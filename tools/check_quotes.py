@@ -8,7 +8,8 @@ A chapter's markdown (its .py source) sometimes quotes the committed run ("in th
 Those sentences are typed by hand, so a new run can leave them behind. For every such sentence, each number
 with a decimal point must be shown, at the precision quoted, in the text outputs of that chapter's committed
 notebook or of a chapter the sentence names ("chapter 2"); an approximation ("about 0.4") is not checked.
-Figures are not read: a number taken from a plot shows up here, to be checked by eye. Run it after a committed run, beside ``make_readme.py``.
+Figures are not read: a number taken from a plot shows up here, to be checked by eye. Run it after a committed
+run, beside ``make_readme.py``.
 """
 from __future__ import annotations
 
@@ -73,18 +74,29 @@ def unmatched(chapter: str, pools: dict) -> list[tuple[str, str]]:
     return missing
 
 
+def committed_notebooks() -> dict:
+    """Chapter number ("04") -> its committed notebook."""
+    return {p.name[:2]: p for p in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))}
+
+
+def stale(chapters=None) -> dict:
+    """Chapter -> ``unmatched`` of each chapter in ``chapters`` (default: all), every notebook's outputs read once."""
+    notebooks = committed_notebooks()
+    pools = {c: numbers(output_text(p)) for c, p in notebooks.items()}
+    return {c: unmatched(c, pools) for c in chapters or sorted(notebooks)}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("chapters", nargs="*", help="chapter numbers (default: all)")
     args = parser.parse_args()
-    notebooks = {p.name[:2]: p for p in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))}
+    notebooks = committed_notebooks()
     unknown = [c for c in args.chapters if c not in notebooks]
     if unknown:
         parser.error(f"chapters: {unknown} are not chapters here; choose from {sorted(notebooks)}")
-    pools = {c: numbers(output_text(p)) for c, p in notebooks.items()}
     found = 0
-    for chapter in args.chapters or sorted(notebooks):
-        for quoted, sentence in unmatched(chapter, pools):
+    for chapter, missing in stale(args.chapters).items():
+        for quoted, sentence in missing:
             found += 1
             print(f"{notebooks[chapter].stem}: {quoted} is not in the outputs: {sentence[:300]}")
     print(f"{found} quoted number{'s' if found != 1 else ''} of the committed run not found in the outputs"
