@@ -1202,7 +1202,9 @@ def check_answer(answer: str | None, ratio: "Ratio | float", floor: "Ratio | Non
         raise ValueError(f"answer must be one of {ANSWERS} or None, got {answer!r}")
     v = verdict(ratio, floor)
     measured = "same" if not v.real else "slower" if v.ratio > 1 else "faster"
-    said = f"{change}: {v.ratio:.3g}x the time ({v.text}{'; ' + v.reason if v.reason else ''})"
+    r = ratio if isinstance(ratio, Ratio) else Ratio.of([ratio])
+    # a real difference in the verdict's own words ("1.10x slower"); within noise, the ratio itself beside the rule
+    said = f"{change}: " + (v.text if v.real else f"{r.median_text}x the time (within noise; {v.reason})")
     if isinstance(ratio, Ratio) and len(ratio.values) > 1:
         said += f"; quartiles {ratio.quartiles} over {len(ratio.values)} rounds"
     said += f"; A/A floor {floor.median:.3f}" if floor is not None else ""
@@ -1281,15 +1283,21 @@ def host_ms_per_call(fn, calls: int | None = None, repeats: int = 5) -> float:
     return statistics.median(loops) * 1e3
 
 
+GPU_REP_MS = 10  # do_bench_cudagraph's graph: about this many ms of calls, replayed 10 times (Triton's default: 20)
+
+
 def gpu_ms_per_call(fn) -> float | None:
-    """GPU time of one call from CUDA-graph replay (median); None in CPU mode, where there is no GPU."""
+    """GPU time of one call from CUDA-graph replay (median); None in CPU mode, where there is no GPU.
+    Each graph holds about ``GPU_REP_MS`` ms of calls (thousands of a microsecond kernel), so one timing
+    averages over that many calls ten times; half Triton's default window halves the time every timing
+    takes (capture and replays), and chapters 2-5 time several hundred calls this way."""
     if not HAS_GPU:
         return None
     import triton.testing
 
     fn()  # compile outside the graph capture
     _sync()
-    return triton.testing.do_bench_cudagraph(fn, return_mode="median")
+    return triton.testing.do_bench_cudagraph(fn, rep=GPU_REP_MS, return_mode="median")
 
 
 def ms_per_call(fn) -> float:
@@ -1612,7 +1620,7 @@ class ModuleBudget:
 
     def implied_in_situ(self, profile: DecodeProfile) -> float | None:
         """The in-situ factor that would put ``profile`` exactly on its measured wall time. None where the swaps
-        add less than ``MIN_EFFECT`` of the original's time at prices alone (nothing swapped, or prices that
+        change the original's time by less than ``MIN_EFFECT`` at prices alone (nothing swapped, or prices that
         nearly cancel): there the measured difference is mostly noise, and a factor read from it means nothing."""
         added = self.swapped_ms(profile)
         if abs(added) < MIN_EFFECT * self.base_ms:
@@ -1639,8 +1647,8 @@ def fit_module_budget(profiles: dict, fitted_on: tuple) -> ModuleBudget:
     budget = ModuleBudget(base.wall_ms_per_token, dict(base.modules), 1.0, tuple(fitted_on))
     in_situ = budget.implied_in_situ(other)
     if in_situ is None:
-        raise ValueError(f"fitted_on[1]: {fitted_on[1]!r}'s swaps add less than {100 * MIN_EFFECT:.0f}% of "
-                         f"{fitted_on[0]!r}'s time at prices alone; fit the factor on one whose swaps add more")
+        raise ValueError(f"fitted_on[1]: {fitted_on[1]!r}'s swaps change {fitted_on[0]!r}'s time by less "
+                         f"than {100 * MIN_EFFECT:.0f}% at prices alone; fit the factor on one whose swaps add more")
     if in_situ <= 0:
         raise ValueError(f"fitted_on[1]: {fitted_on[1]!r} measured {other.wall_ms_per_token:.3g} ms per token against "
                          f"the base's {base.wall_ms_per_token:.3g}, the other way from what its swaps add at prices "
@@ -1762,19 +1770,33 @@ class Ratio:
         q = statistics.quantiles(values, n=4, method="inclusive")
         return cls(statistics.median(values), q[0], q[2], values)
 
+    @staticmethod
+    def _text(v: float, digits: int) -> str:
+        return f"{v:.0f}" if abs(v) >= 1000 else f"{v:.{digits}g}"
+
+    @property
+    def _digits(self) -> int:
+        """3 significant digits, more (up to 6) where two different quartiles would print alike (0.1752-0.1754,
+        not 0.18-0.18) or one just off 1 would print as 1."""
+        digits = 3
+        while digits < 6 and ((self.low != self.high and self._text(self.low, digits) == self._text(self.high, digits))
+                              or any(v != 1 and self._text(v, digits) == "1" for v in (self.low, self.high))):
+            digits += 1
+        return digits
+
     @property
     def quartiles(self) -> str:
-        """"low-high" to 3 significant digits, with more (up to 6) where two different quartiles would print
-        alike (0.1752-0.1754, not 0.18-0.18) or one just off 1 would print as 1: whether the middle half of
-        the rounds lies on both sides of 1 must be readable. 1000 and above whole, without a separator."""
-        def text(v: float, digits: int) -> str:
-            return f"{v:.0f}" if abs(v) >= 1000 else f"{v:.{digits}g}"
+        """"low-high" to ``_digits`` significant digits: whether the middle half of the rounds lies on both sides
+        of 1 must be readable. 1000 and above whole, without a separator."""
+        return f"{self._text(self.low, self._digits)}-{self._text(self.high, self._digits)}"
 
-        digits = 3
-        while digits < 6 and ((self.low != self.high and text(self.low, digits) == text(self.high, digits))
-                              or any(v != 1 and text(v, digits) == "1" for v in (self.low, self.high))):
-            digits += 1
-        return f"{text(self.low, digits)}-{text(self.high, digits)}"
+    @property
+    def median_text(self) -> str:
+        """The median to the same digits as ``quartiles``, so that the two read alike beside each other (0.176 in
+        0.175-0.177, not 0.18), trailing zeros kept as a verdict writes them (1.10, as in "1.10x slower")."""
+        if abs(self.median) >= 1000:
+            return self._text(self.median, self._digits)
+        return f"{self.median:#.{self._digits}g}".rstrip(".")
 
 
 @dataclass

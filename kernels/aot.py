@@ -329,17 +329,22 @@ def compiler_table(ccs=tuple(SM_LIMITS), kernels=TEACHING_KERNELS, dtype: str = 
     """What the compiler made of ``kernels`` (row kernels at ``TEACHING_ROW`` columns, the matmul in every
     tile) for each compute capability in ``ccs``, specialised as the JIT does at the model's shapes (sizes
     and strides multiples of 16, unit strides constant): one dict per kernel, configuration and target, with
-    the PTX itself under "ptx" when ``with_ptx``. The kernels compile one after another (Triton caches them
-    on disk); ptxas, a process per kernel, runs for all of them at once."""
+    the PTX itself under "ptx" when ``with_ptx``. The kernels compile at once, in threads (Triton's compiler
+    releases the GIL, and caches them on disk), and so does ptxas, a process per kernel."""
     block = row_block_size(TEACHING_ROW)
     specs = [s for s in compile_specs(dtype) if s.name in kernels
              and (not s.label.startswith("BLOCK_SIZE=") or s.kernel is add_kernel or s.label == f"BLOCK_SIZE={block}")]
-    built = [(spec, cc, compile_spec(_as_launched(spec), cc, divisible_ints=True))  # as at the model's shapes
-             for cc in ccs for spec in specs]
-    with ThreadPoolExecutor(max_workers=max(1, min(len(built), os.cpu_count() or 1))) as pool:
-        usages = list(pool.map(ptxas_usage, [compiled.asm["ptx"] for _, _, compiled in built]))
+    jobs = [(spec, cc) for cc in ccs for spec in specs]
+
+    def build(job):
+        spec, cc = job
+        compiled = compile_spec(_as_launched(spec), cc, divisible_ints=True)  # as at the model's shapes
+        return spec, cc, compiled, ptxas_usage(compiled.asm["ptx"])
+
+    with ThreadPoolExecutor(max_workers=max(1, min(len(jobs), os.cpu_count() or 1))) as pool:
+        built = list(pool.map(build, jobs))
     rows = []
-    for (spec, cc, compiled), usage in zip(built, usages):
+    for spec, cc, compiled, usage in built:
         ptx = compiled.asm["ptx"]
         warps = spec.options.get("num_warps", 4)
         programs, limit = programs_per_sm(usage["registers"], compiled.metadata.shared, warps, cc)

@@ -787,9 +787,9 @@ measured = helpers.check_answer(answer, cmp.ratios["half the elements"], cmp.flo
 # showed through after all; anything else says that halving the work did not make the call faster, the
 # overhead-bound signature. A ratio near 1, within noise of its floor, is "the same". A ratio above 1 whose
 # quartiles lie well clear of the A/A floor is no noise either: the half call then cost the host more per
-# call. The committed H200 run landed there, only just: 1.06x the host time per call (quartiles 1.04-1.07
-# over 10 rounds, A/A floor 1.010), called 1.06x slower by the series' rule but so near its threshold that
-# another run may call it within noise; roughly 0.4 µs at the 7.13 µs per call that chapter 2 read there
+# call. The committed H200 run landed there, only just: 1.06x the host time per call (quartiles 1.05-1.07
+# over 10 rounds, A/A floor 0.998), called 1.06x slower by the series' rule but so near its threshold that
+# another run may call it within noise; roughly 0.4 µs at the 7.10 µs per call that chapter 2 read there
 # for a `torch.add` on the host clock. There the GPU's work is far shorter than either call, so any extra is
 # host work, somewhere in PyTorch's path for these two calls; this exercise does not measure where. Read
 # such an answer as "not faster".

@@ -468,8 +468,8 @@ print("kernels per call:", helpers.launch_note("call"))
 # Each prices *a* launch; neither is a floor under every call. The one-element op is an in-place add of a
 # Python number, which takes its own path through PyTorch's dispatcher, a path that can cost the host more
 # or less than `torch.add` of two tensors; the empty Triton kernel takes one argument where our add takes
-# four. So a real call can come out a little cheaper than its "empty" launch, and the readings below say
-# where it did.
+# four. So a real call can come out cheaper than its "empty" launch, and the readings below say where it
+# did, and by how much.
 
 # %%
 def num(value) -> str:
@@ -683,12 +683,13 @@ helpers.md(text)
 # %% [markdown]
 # The spread the two prices are read against is the widest of the sweep's single host readings of one
 # launch-bound call, the first size included. Check where it comes from: if one size stands far from the
-# rest, the ruling rests on that one reading. In the committed H200 run the widest spread was ours, 19.4 to
-# 29.6 µs at its six launch-bound sizes, and not from the first size: its two highest readings, 29.5 and
-# 29.6 µs, came at 64K and 256K elements; `torch.add` read 7.13 to 10.2 µs at its five. Without those two
-# readings ours moved by only 2.6 µs and `torch.add` by 3.1 µs, both less than the 5.02 µs between the two
-# empty launches: that run's "neither is the dearer" rests on two readings of ours, so read it as "not
-# ranked", not as "equal". Where both were launch-bound, ours cost the host 1.98-3.11x `torch.add`'s.
+# rest, the ruling rests on that one reading. In the committed H200 run the widest spread was ours, 19.0 to
+# 29.7 µs at its six launch-bound sizes, and it came from the first size: its highest reading, 29.7 µs, came at
+# 4K elements, the first size the loop measured; `torch.add` read 6.68 to 9.52 µs at its five, its highest also
+# at 4K. Without its 4K reading ours moved by only 1.08 µs, and `torch.add` by 2.84 µs with its 4K reading
+# (0.42 µs without), both less than the 6.80 µs between the two empty launches: that run's "neither is the
+# dearer" rests on one reading of ours, the first size's, so read it as "not ranked", not as "equal". Where
+# both were launch-bound, ours cost the host 2.74-3.12x `torch.add`'s.
 
 # %% [markdown]
 # ### Beside the blog's numbers

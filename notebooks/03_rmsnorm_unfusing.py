@@ -318,8 +318,8 @@ def gpu_us(version, rows) -> str:
 
 
 def spread(r):
-    """A Ratio as '0.18 (quartiles 0.17-0.19)'."""
-    return f"{r.median:.2f} (quartiles {r.quartiles})"
+    """A Ratio as '0.176 (quartiles 0.175-0.177)': the median to the quartiles' digits."""
+    return f"{r.median_text} (quartiles {r.quartiles})"
 
 
 def kernel_row(version, rows):
@@ -639,7 +639,7 @@ def sweep_view(sweep):
         for clock in clocks:
             view[f"{v} {clock} µs"] = [num(1e3 * t) for t in sweep[f"{v}_{clock}_ms"]]
     for column in (VS_TORCH, VS_FUSED):
-        view[column] = [f"{m:.2f} ({helpers.Ratio(m, lo, hi, []).quartiles}), {word}" for m, lo, hi, word in
+        view[column] = [f"{(r := helpers.Ratio(m, lo, hi, [])).median_text} ({r.quartiles}), {word}" for m, lo, hi, word in
                         zip(sweep[column], sweep[f"{column} low"], sweep[f"{column} high"], sweep[f"{column} verdict"])]
     view["A/A floor"] = [f"{f:.3f}" for f in sweep["A/A floor"]]
     return view
@@ -861,8 +861,8 @@ helpers.md(text)
 
 # %% [markdown]
 # (In the predictions above, "N% below" or "N% above" is the larger of prediction and measurement over the
-# smaller, minus 1, so that a miss counts the same on either side: in the committed H200 run, 1.70x against
-# a predicted 2x read as 18% below it, although 1.70 lies 15% under 2. The predictions of the whole model,
+# smaller, minus 1, so that a miss counts the same on either side: in the committed H200 run, 1.71x against
+# a predicted 2x read as 17% below it, although 1.71 lies 14% under 2. The predictions of the whole model,
 # below and in chapters 4 and 5, give their error as (predicted - measured) / measured instead.)
 
 # %% [markdown]
@@ -979,7 +979,7 @@ else:
 #   and an empty Triton launch, each one host reading, made in loops of thousands of calls. Chapter 2 set
 #   those two side by side, one reading of each (no rounds, so no verdict), and ranked them only where their
 #   difference lay beyond the spread of its own single host readings: in the committed H200 run it did not
-#   (5.02 µs, inside that spread), so chapter 2 called neither the dearer. Where yours did the same, read the
+#   (6.80 µs, inside that spread), so chapter 2 called neither the dearer. Where yours did the same, read the
 #   word "ranked" in the output above as "set side by side". It read a real `torch.add` against its
 #   one-element op the same way (quoted above, where chapter 2 has run on a GPU): they are the best prices
 #   we have, used as read, not floors;

@@ -760,7 +760,7 @@ helpers.md(text)
 # no longer overlap, so a decode-shape label can sit beside another tile's dot or below every dot: take each
 # tile's time from the sweep's table above, not from where its label lands. (In the committed H200 run the
 # lowest decode point is m16_n16_k16, 16.2 GPU µs in the sweep's table, about 0.4 TFLOP/s; the default
-# m64_n64_k32 is at 0.563; the highest tile is m16_n128_k64, 8.94 GPU µs, about 0.7.) And on a GPU whose
+# m64_n64_k32 is at 0.560; the highest tile is m16_n128_k64, 8.96 GPU µs, about 0.7.) And on a GPU whose
 # `tl.dot` runs on the tensor cores, as an H200's does, our kernel's roof is the solid line: a model-shape point
 # that lands near the dashed FMA roof, as ours did in the committed H200 run (70.7 TFLOP/s against the FMA peak
 # of 67), lands there by coincidence. The dashed roof binds only where `tl.dot` compiles to FMA, as on a T4.
@@ -966,8 +966,8 @@ explore(DEFAULT)  # try explore("m16_n128_k64")
 #   prices each kind of call of ours on its own, and lets a token take the longer of host and GPU.) The output below
 #   prints this reading of the two-pass call beside chapter 3's, the same call timed the same way in
 #   chapter 3's process. Where the two differ by more than the spread of chapter 3's own single readings
-#   of that call across its sweep (58.5 to 109 µs in the committed H200 run), the last step's price is
-#   uncertain by that much. In the committed H200 run they did not: 66.0 µs per call here against 58.5 in
+#   of that call across its sweep (63.3 to 110 µs in the committed H200 run), the last step's price is
+#   uncertain by that much. In the committed H200 run they did not: 63.8 µs per call here against 63.3 in
 #   chapter 3, inside that spread.
 # - The launch counts and GPU-busy ms are each swap's own, from the profile.
 #
@@ -1342,20 +1342,21 @@ helpers.md(text)
 # for each step (its predicted change judged by the 5% rule) with the rounds' verdict on the measured one:
 # "the same direction" where the two agree, "a change the run could not see" where the budget predicts a
 # change and the rounds find it within noise. Set each step's size beside its direction, too. In the
-# committed H200 run both steps matched: the MLP step was predicted at +4.54 ms and measured at +4.19 ms
-# (1.06x slower round by round), and the last step was predicted at -9.23 ms and measured at -4.36 ms (1.08x
-# faster), about half the predicted size.
+# committed H200 run one of the two steps matched: the MLP step was predicted at +4.35 ms (1.13x slower) and
+# measured at +0.98 ms, within noise round by round, a change the run could not see; the last step was
+# predicted at -7.65 ms and measured at -3.23 ms (1.11x faster), the same direction at less than half the
+# predicted size.
 #
 # **The last step with chapter 3's price.** The last step's price rests on this chapter's one host reading
 # of the two-pass call (printed beside chapter 3's where the prices were set). Where the two readings
 # differ beyond chapter 3's spread, the reading of the last step above moves with the price, and neither
-# chapter can say which reading holds. In the committed H200 run the two readings (33.0 µs per launch here,
-# 29.3 in chapter 3) lay inside chapter 3's spread. With chapter 3's price the last step's price would be
-# about 36.4 µs per launch of ours instead of 38.3, and its prediction about 32.2 wall ms per decoded token
-# (-25.7% against the measured 43.29, instead of -23.8%). With either price the prediction misses the 20%
-# bar on the low side; it calls the step faster, as the rounds did (1.08x faster); chapter 8's budget,
-# which prices each module call of ours against the original's call it replaces, puts this configuration
-# within its bar.
+# chapter can say which reading holds. In the committed H200 run the two readings (31.9 µs per launch here,
+# 31.7 in chapter 3) lay inside chapter 3's spread. With chapter 3's price the last step's price would be
+# about 35.5 µs per launch of ours instead of 35.6, and its prediction about 30.7 wall ms per decoded token
+# (about -11.5% against the measured 34.66, instead of -11.3%). With either price the prediction lies within
+# the 20% bar, on the low side, and it calls the step faster, as the rounds did (1.11x faster); chapter 8's
+# budget, which prices each module call of ours against the original's call it replaces, also puts this
+# configuration within its bar (-0.7%, in chapter 8's own rounds).
 
 # %% [markdown]
 # ### The blog's steps beside yours
@@ -1418,7 +1419,7 @@ helpers.md(
 # (In the steps table above, the `blog (T4)` and `yours` columns are rounded to two decimals, whatever
 # zeros the display adds: a `yours` of 0.9500 is a median rounded to 0.95.
 # Rounded up, it can look as if it lay above quartiles printed to three digits; in the committed H200 run
-# the last step's 0.92 lies inside its quartiles, 0.896-0.973.)
+# the last step's 0.90 lies inside its quartiles, 0.894-0.949.)
 
 # %% [markdown]
 # ## Your numbers beside the blog's

@@ -968,9 +968,9 @@ helpers.md(text)
 # %% [markdown]
 # The original's own times here need not match chapter 1's, and only the ratios within this run's rounds
 # are compared. Set them beside chapter 1's anyway (`baseline.wall_ms_per_token` in the results): in the
-# committed H200 run the original here took 31.73 wall ms per decoded token (31.33 tokens/s), against
-# chapter 1's 26.65 (37.45 tokens/s), 1.19x slower with the model unchanged and its GPU-busy time the same
-# (3.37 against 3.39 ms per token). The host's pace drifts between processes and over a long run of the
+# committed H200 run the original here took 31.24 wall ms per decoded token (31.88 tokens/s), against
+# chapter 1's 21.77 (45.71 tokens/s), about 1.4x slower with the model unchanged and its GPU-busy time the
+# same (3.37 against 3.39 ms per token). The host's pace drifts between processes and over a long run of the
 # series, which is why this chapter reads only ratios within one run's rounds.
 
 # %% [markdown]

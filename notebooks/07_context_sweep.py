@@ -262,7 +262,7 @@ helpers.md(read_floors(runs, lengths, pre_floors))
 # One caution before reading them: the prompt lengths ran one after another, each its own comparison. A
 # ratio is taken within each round and cancels a host that drifts over the minutes of the sweep; an
 # absolute time does not, so its reading says "with the prompt length (or with the host's drift)", and
-# the paragraph after the readings says which of the two the numbers point to.
+# the paragraph after the readings says which of the two the numbers point to, where any absolute time moved.
 
 # %%
 read_trend, read_together = helpers.read_trend, helpers.read_together  # one reading, shared with chapter 8
@@ -363,11 +363,12 @@ helpers.md(read_drift(series, trends, lengths))
 # A caution on any drift reading just above (where one is made). It leans on the original's prefill
 # showing "no consistent trend", and that phrase need not mean a flat line: it can be a median that moved
 # while the rounds spread too widely to call it (see *prefill wall ms, original* in the trend table: its
-# median at each length, and its quartile bounds; in the committed H200 run it moved from 26.6 to 31.0 wall
-# ms between 128 and 1024 tokens, 1.17x, and still read as no consistent trend). Set that row's medians
+# median at each length, and its quartile bounds; in the committed H200 run it moved from 29.5 to 25.9 wall
+# ms between 128 and 1024 tokens, 0.877x, and still read as no consistent trend). Set that row's medians
 # beside those of *wall ms per decoded token, original*. Where the prefill's median moved by about as much,
 # at the same step, this sweep cannot tell drift from context, and a reading that points to drift is a
-# hint, not a finding. Only where the
+# hint, not a finding. In the committed H200 run the two moved together: both rose from 256 to 512 tokens
+# (27.4 to 32.1 and 23.5 to 29.8 wall ms) and both fell from 512 to 1024. Only where the
 # prefill's median stayed flat while the decode times rose does the reading carry weight. The one test
 # that separates the two is to run the lengths again in another order (longest first): drift follows the
 # clock, a context effect follows the length.

@@ -438,19 +438,23 @@ plt.show()
 
 # %%
 def read_swaps(source):
-    """The costliest partial swap among those whose verdict stands out of the noise, and the ones that did not."""
+    """The costliest partial swap among those judged slower, any judged faster, and the ones within noise."""
     partial = swaps.drop(index=helpers.REPRODUCE_CONFIGS["full.slowdown"][0])
     have = partial[partial[source].notna()]
     if have.empty:
         return f"- **{source}**: no swap slowdowns recorded."
     unjudged = have[have[f"{source} verdict"] == ""]
-    real = have[have[f"{source} verdict"].str.endswith(("slower", "faster"))]
+    slower = have[have[f"{source} verdict"].str.endswith("slower")]
+    faster = have[have[f"{source} verdict"].str.endswith("faster")]
     noise = have[have[f"{source} verdict"] == "within noise"]
     parts = []
-    if len(real):
-        top = real[source].astype(float).idxmax()
+    if len(slower):
+        top = slower[source].astype(float).idxmax()
         parts.append(f"the costliest partial swap that stood out of the noise was *{top}* "
-                     f"({real.loc[top, f'{source} verdict']}, quartiles {real.loc[top, f'{source} quartiles']})")
+                     f"({slower.loc[top, f'{source} verdict']}, quartiles {slower.loc[top, f'{source} quartiles']})")
+    if len(faster):
+        parts.append("faster than the original, outside the noise: " + ", ".join(
+            f"*{s}* ({faster.loc[s, f'{source} verdict']})" for s in faster.index))
     if len(noise):
         parts.append("within noise: " + ", ".join(f"*{s}* ({v:.2f}x)" for s, v in noise[source].items()))
     if len(unjudged):
@@ -845,8 +849,8 @@ if budget is not None:
                  + ", ".join(f"*{n}* {f:.2f}" for n, f in implied.items())
                  + f" (fitted: {launch_budget.in_situ:.2f}).")
     if unread:
-        text += (" No factor is read from " + listing(unread) + f": there the swaps add less than "
-                 f"{100 * helpers.MIN_EFFECT:.0f}% of the original's time at prices alone, so the prediction is "
+        text += (" No factor is read from " + listing(unread) + f": there the swaps change the original's "
+                 f"time by less than {100 * helpers.MIN_EFFECT:.0f}% at prices alone, so the prediction is "
                  "about the original's own time whatever the factor.")
     signs = np.sign(judged["error %"])
     if len(judged) > 1 and abs(signs.sum()) == len(judged):

@@ -563,9 +563,11 @@ if COMPILED is None:
 # the launch budget, for the steps launched from Python kernel by kernel, and the GPU-busy time alone, for
 # the configurations replayed from a CUDA graph.
 #
-# The table below rounds to two decimals, so a last zero is padding: 3.580 is 3.58. Tables elsewhere in the
-# chapter carry other digits, and a value that sits on a 5 can print one digit apart in two of them (1.255 in
-# one table, 1.25 or 1.26 in another). The error % is computed from the unrounded times.
+# The table below rounds to two decimals, so a last zero is padding (1.250 is 1.25) and a whole number has
+# lost its zeros (37 is 37.00). Tables elsewhere in the chapter carry other digits, and a value that sits on
+# a 5 can print one digit apart in two of them (*all custom*'s 115.25 wall ms per decoded token, in the
+# reading of what each fix recovered, is 115.2 here and 115.3 in the staircase's table). The error % is
+# computed from the unrounded times.
 
 # %%
 BAR = helpers.PREDICTION_BAR
@@ -789,8 +791,8 @@ def read_prices() -> str:
     text += f"The in-situ factor fitted on *{START}* is {budget.in_situ:.2f}"
     text += ("; the steps imply " + ", ".join(f"*{n}* {f:.2f}" for n, f in steps.items()) + ". " if steps else ". ")
     if unread:
-        text += (", ".join(f"*{n}*" for n in unread) + f": the swaps add less than {100 * helpers.MIN_EFFECT:.0f}% of "
-                 "the original's time at prices alone, too little to read a factor from. ")
+        text += (", ".join(f"*{n}*" for n in unread) + f": the swaps change the original's time by less than "
+                 f"{100 * helpers.MIN_EFFECT:.0f}% at prices alone, too little to read a factor from. ")
     if steps and off:
         text += (", ".join(f"*{n}*" for n in off) + f" differ{'s' if len(off) == 1 else ''} from it by more than "
                  f"{100 * BAR:.0f}%: there the host's work inside the model is not the prices alone times one factor.")
@@ -1041,8 +1043,9 @@ if timelines:
 # %% [markdown]
 # ## A roofline of the fast kernels
 #
-# Where do the fast kernels stand against the machine? A *roofline* (see [the three regimes](01_setup.ipynb#Three-regimes)
-# and [chapter 1](01_setup.ipynb#The-GPU-you-are-on) for the GPU's numbers) plots each kernel's *arithmetic
+# Where do the fast kernels stand against the machine? A *roofline* (see
+# [the three regimes](01_setup.ipynb#Three-regimes) and [chapter 1](01_setup.ipynb#The-GPU-you-are-on) for the
+# GPU's numbers) plots each kernel's *arithmetic
 # intensity*, the floating-point operations it does per byte it moves to or from the GPU's memory, against
 # the operations per second it achieved. Two roofs bound it: the memory bandwidth times the intensity (a
 # slanted line), and the peak compute (flat). At batch size 1 every kernel of a decode step does about one
@@ -1376,8 +1379,9 @@ helpers.md("\n".join(lines))
 # wall time, so the fixes that remove launches (the attention loop first, then fusions) are the ones to expect to
 # win back the most; the staircase's table says which did here. The launch budget is a first estimate, not a
 # law: it prices each of our calls, and each of the original's that it replaces, by what it costs on its
-# own, times one in-situ factor fitted on the all-custom model, and it lets the token take the longer of host and GPU, so a fix that cuts GPU work while
-# the host still sets the pace, as the matrix-vector projections do, is credited only with what it changes on
+# own, times one in-situ factor fitted on the all-custom model, and it lets the token take the longer of
+# host and GPU, so a fix that cuts GPU work while the host still sets the pace, as the matrix-vector
+# projections do, is credited only with what it changes on
 # the host's side (the tables of each step's own saving and of the price list above say how well that held).
 # Once the host launches one graph per token, what remains is the GPU's own work, and only better kernels
 # bring it down towards the weight-read floor. Every number above is your own run's: rerun the chapter, on
