@@ -1290,7 +1290,7 @@ def gpu_ms_per_call(fn) -> float | None:
     """GPU time of one call from CUDA-graph replay (median); None in CPU mode, where there is no GPU.
     Each graph holds about ``GPU_REP_MS`` ms of calls (thousands of a microsecond kernel), so one timing
     averages over that many calls ten times; half Triton's default window halves the time every timing
-    takes (capture and replays), and chapters 2-5 time several hundred calls this way."""
+    takes (capture and replays), and the chapters time several hundred calls this way."""
     if not HAS_GPU:
         return None
     import triton.testing

@@ -1234,6 +1234,10 @@ def test_check_answer_shows_its_spread_and_warns_near_the_threshold(capsys):
     assert "near the series' threshold (5% from 1)" in out
     helpers.check_answer(None, helpers.Ratio.of([1.9, 2.0, 2.1]), None)
     assert "near the series' threshold" not in capsys.readouterr().out
+    helpers.check_answer(None, helpers.Ratio.of([1.08, 1.1, 1.14]), None, change="x")  # one number, as the verdict writes it
+    assert "x: 1.10x slower; quartiles 1.09-1.12" in capsys.readouterr().out
+    helpers.check_answer(None, helpers.Ratio.of([0.99, 1.01, 1.02]), None, change="y")  # within noise: the ratio and the rule
+    assert "y: 1.01x the time (within noise; closer to 1 than" in capsys.readouterr().out
 
 
 def test_the_compiler_table_and_a_ptx_excerpt_come_from_a_compiler_process():
