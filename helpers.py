@@ -1205,8 +1205,8 @@ def check_answer(answer: str | None, ratio: "Ratio | float", floor: "Ratio | Non
     r = ratio if isinstance(ratio, Ratio) else Ratio.of([ratio])
     # a real difference in the verdict's own words ("1.10x slower"); within noise, the ratio itself beside the rule
     said = f"{change}: " + (v.text if v.real else f"{r.median_text}x the time (within noise; {v.reason})")
-    if isinstance(ratio, Ratio) and len(ratio.values) > 1:
-        said += f"; quartiles {ratio.quartiles} over {len(ratio.values)} rounds"
+    if len(r.values) > 1:
+        said += f"; quartiles {r.quartiles} over {len(r.values)} rounds"
     said += f"; A/A floor {floor.median:.3f}" if floor is not None else ""
     said += f", {clock}" if clock else ""
     edge = math.log(1 + v.noise)
@@ -1788,7 +1788,8 @@ class Ratio:
     def quartiles(self) -> str:
         """"low-high" to ``_digits`` significant digits: whether the middle half of the rounds lies on both sides
         of 1 must be readable. 1000 and above whole, without a separator."""
-        return f"{self._text(self.low, self._digits)}-{self._text(self.high, self._digits)}"
+        digits = self._digits
+        return f"{self._text(self.low, digits)}-{self._text(self.high, digits)}"
 
     @property
     def median_text(self) -> str:

@@ -339,13 +339,13 @@ def compiler_table(ccs=tuple(SM_LIMITS), kernels=TEACHING_KERNELS, dtype: str = 
     def build(job):
         spec, cc = job
         compiled = compile_spec(_as_launched(spec), cc, divisible_ints=True)  # as at the model's shapes
-        return spec, cc, compiled, ptxas_usage(compiled.asm["ptx"])
+        ptx = compiled.asm["ptx"]
+        return spec, cc, compiled, ptx, ptxas_usage(ptx)
 
     with ThreadPoolExecutor(max_workers=max(1, min(len(jobs), os.cpu_count() or 1))) as pool:
         built = list(pool.map(build, jobs))
     rows = []
-    for spec, cc, compiled, usage in built:
-        ptx = compiled.asm["ptx"]
+    for spec, cc, compiled, ptx, usage in built:
         warps = spec.options.get("num_warps", 4)
         programs, limit = programs_per_sm(usage["registers"], compiled.metadata.shared, warps, cc)
         rows.append(dict(kernel=spec.name, label=spec.label, cc=cc, gpu=SM_LIMITS[cc]["gpu"], num_warps=warps,
