@@ -31,9 +31,9 @@ def logits(model, ids, **kw):
 # --- Sizes and environment ----------------------------------------------------------------------
 def test_full_sizes_are_the_chapters_sizes():
     full = helpers.SIZES_BY_MODE["full"]
-    assert (full.prompt_len, full.new_tokens, full.new_tokens_full_stack, full.new_tokens_context) == (32, 24, 384, 32)
+    assert (full.prompt_len, full.new_tokens, full.new_tokens_full_stack, full.new_tokens_context) == (32, 8, 384, 32)
     assert full.context_prompts == (128, 256, 512, 1024)  # the blog's sweep, with its 32 new tokens
-    assert (full.rounds, full.rounds_sweep) == (8, 4)  # medians of 8 shuffled rounds held the A/A within 6%
+    assert (full.rounds, full.rounds_sweep) == (24, 4)  # at least the 8 rounds that held the A/A within 6%
     for sizes in helpers.SIZES_BY_MODE.values():  # effects near the noise get at least the usual rounds; even counts
         assert sizes.rounds_small >= sizes.rounds and sizes.rounds_small % 2 == 0 and sizes.rounds_sweep % 2 == 0
     assert full.rounds_small == 2 * full.rounds
@@ -589,7 +589,7 @@ def test_module_budget_refuses_what_it_cannot_fit():
     with pytest.raises(ValueError, match=r"fitted_on\[0\]: 'u' has no priced module"):
         helpers.fit_module_budget({"u": unpriced, "b": priced}, ("u", "b"))
     even = helpers.DecodeProfile(2000, 5.0, 60.0, None, 300, 16, modules={"A": P(200, 10.0, 3.0, twin="Linear")})
-    with pytest.raises(ValueError, match="change 'a'.s time by less than 5%"):
+    with pytest.raises(ValueError, match=r"change the original's time by less than 5% at prices alone \('a'\)"):
         helpers.fit_module_budget({"a": original, "e": even}, ("a", "e"))
     with pytest.raises(ValueError, match="fitted_on: name two of"):
         helpers.fit_module_budget({"a": original}, ("a",))
@@ -685,9 +685,15 @@ def test_compare_configs_prices_the_modules_of_each_eager_configuration(tiny):
     original = result.profile(helpers.ORIGINAL)  # the original's norms, priced in the original's rounds
     assert list(original.modules) == ["Qwen3RMSNorm"] and len(result.module_us[helpers.ORIGINAL]["Qwen3RMSNorm"]) == 2
     assert original.modules["Qwen3RMSNorm"].per_token == p.modules["TritonRMSNorm(fused)"].per_token
-    budget = helpers.fit_module_budget({n: result.profile(n) for n in (helpers.ORIGINAL, "fused RMSNorm")},
+    # the budget reads these profiles' priced modules. The tiny model's own wall times are the host's noise on a GPU
+    # (where its fused norm may cost the host less than the original's): set them 2x its swap apart, no GPU time
+    added = helpers.ModuleBudget(1.0, dict(original.modules), 1.0, ()).swapped_ms(p)
+    assert added != 0
+    base = dataclasses.replace(original, wall_ms_per_token=20 * abs(added), gpu_busy_ms_per_token=None)
+    fused = dataclasses.replace(p, wall_ms_per_token=base.wall_ms_per_token + 2 * added, gpu_busy_ms_per_token=None)
+    budget = helpers.fit_module_budget({helpers.ORIGINAL: base, "fused RMSNorm": fused},
                                        (helpers.ORIGINAL, "fused RMSNorm"))
-    assert budget.predict_ms(p) == pytest.approx(p.wall_ms_per_token)
+    assert budget.in_situ == pytest.approx(2.0) and budget.predict_ms(fused) == pytest.approx(fused.wall_ms_per_token)
     unpriced = helpers.compare_configs(tiny, {"fused RMSNorm": dict(rmsnorm="fused")}, prompt_len=4, new_tokens=3,
                                        rounds=1)
     assert unpriced.module_calls == {}  # nothing priced, the original's modules neither
