@@ -181,10 +181,10 @@ class Sizes:
 
 
 # Short generations in many rounds: at batch size 1 the host's speed moves from one generation to the next (on the
-# H200 the original's time of one round ran 22-44 ms per token within a minute), so the closer in time two
-# configurations run, the more of that a ratio cancels. In the same ~35 s on the H200, three comparisons of 8-token
-# runs in 24 rounds gave the attention + MLP swap 1.366-1.388 and all projections + RMSNorm 1.313-1.360; three of
-# 24-token runs in 8 rounds gave 1.371-1.495 and 1.317-1.465.
+# H200 the original's 24-token generations took 22-44 ms per token within one minute), so the closer in time two
+# configurations run, the more of that a ratio cancels. On the H200, in one process, three comparisons of 8-token
+# runs in 24 rounds (~35 s each) gave the attention + MLP swap 1.366-1.388 and all projections + RMSNorm
+# 1.313-1.360; three of 24-token runs in 8 rounds (as long each) gave 1.371-1.495 and 1.317-1.465.
 SIZES_BY_MODE = {
     "full": Sizes(
         prompt_len=32, new_tokens=8, new_tokens_full_stack=384, new_tokens_context=32,
