@@ -639,7 +639,7 @@ def sweep_view(sweep):
         for clock in clocks:
             view[f"{v} {clock} µs"] = [num(1e3 * t) for t in sweep[f"{v}_{clock}_ms"]]
     for column in (VS_TORCH, VS_FUSED):
-        view[column] = [f"{(r := helpers.Ratio(m, lo, hi, [])).median_text} ({r.quartiles}), {word}" for m, lo, hi, word in
+        view[column] = [f"{spread(helpers.Ratio(m, lo, hi, []))}, {word}" for m, lo, hi, word in
                         zip(sweep[column], sweep[f"{column} low"], sweep[f"{column} high"], sweep[f"{column} verdict"])]
     view["A/A floor"] = [f"{f:.3f}" for f in sweep["A/A floor"]]
     return view

@@ -735,11 +735,12 @@ if first >= 0:
              "so anything that changes the last bits of a logit (another GPU, another library version, another "
              "algorithm picked by cuBLAS) can move it, and a rerun may find it elsewhere.")
 else:
-    text = (f"The streams never differ over these {n} tokens. At the last step the largest logit difference "
-            f"between the models was {logit_gap[-1]:.3g}, so the top-2 margin could move by up to "
-            f"{2 * logit_gap[-1]:.3g}, while the median top-2 margin was {median_margin:.3g}: no pick flipped (the "
-            "figure below counts the steps where one could have). Longer generations, lower precision or a deeper "
-            "model make a flip more likely.")
+    text = (f"The streams never differ over these {n} tokens: no greedy pick of the generation flipped. At the last "
+            f"step the largest logit difference between the models was {logit_gap[-1]:.3g}, so the top-2 margin "
+            f"could move by up to {2 * logit_gap[-1]:.3g}, while the median top-2 margin was {median_margin:.3g}. "
+            "The figure below counts the steps where a flip was possible, and the reading after it says whether one "
+            "forward pass over the whole stream (other kernel shapes, so other roundings) picks differently anywhere. "
+            "Longer generations, lower precision or a deeper model make a flip more likely.")
 helpers.md(text)
 
 # %%

@@ -849,9 +849,8 @@ if budget is not None:
                  + ", ".join(f"*{n}* {f:.2f}" for n, f in implied.items())
                  + f" (fitted: {launch_budget.in_situ:.2f}).")
     if unread:
-        text += (" No factor is read from " + listing(unread) + f": there the swaps change the original's "
-                 f"time by less than {100 * helpers.MIN_EFFECT:.0f}% at prices alone, so the prediction is "
-                 "about the original's own time whatever the factor.")
+        text += (" No factor is read from " + listing(unread) + f": there the swaps {helpers.TOO_LITTLE_SWAPPED}, "
+                 "so the prediction is about the original's own time whatever the factor.")
     signs = np.sign(judged["error %"])
     if len(judged) > 1 and abs(signs.sum()) == len(judged):
         text += (f" Every prediction erred the same way ({'under' if signs.iloc[0] < 0 else 'over'}): the errors "
@@ -921,7 +920,7 @@ def read_reproduced(again):
 
 if REMEASURE:
     again = helpers.reproduce(committed=H200_DIR / "results.csv", comparison=comparison)  # kernels timed here
-    helpers.show(again.round(3))
+    helpers.show(again)  # no .round(): table_number rounds once (0.09067, not a padded 0.09100)
     helpers.md(read_reproduced(again))
 
 # %% [markdown]
@@ -1483,7 +1482,7 @@ if chapter9:  # what chapter 9's fixes won back (the section above), from the so
                 f"at {last['x the original']:.2f}x the original's time (no verdict recorded)")
              + " (the table under \"What each fix won back\").")
     lessons.append(text)
-helpers.show(pd.DataFrame(evidence).round(3))
+helpers.show(pd.DataFrame(evidence))  # table_number rounds once
 helpers.md("\n\n".join(f"{i}. {t}" for i, t in enumerate(lessons, 1)))
 if not context_reading:
     helpers.md("Chapter 7's ratios are not yet recorded with their quartiles and A/A floors in any source, so there "

@@ -791,8 +791,7 @@ def read_prices() -> str:
     text += f"The in-situ factor fitted on *{START}* is {budget.in_situ:.2f}"
     text += ("; the steps imply " + ", ".join(f"*{n}* {f:.2f}" for n, f in steps.items()) + ". " if steps else ". ")
     if unread:
-        text += (", ".join(f"*{n}*" for n in unread) + f": the swaps change the original's time by less than "
-                 f"{100 * helpers.MIN_EFFECT:.0f}% at prices alone, too little to read a factor from. ")
+        text += ", ".join(f"*{n}*" for n in unread) + f": the swaps {helpers.TOO_LITTLE_SWAPPED}, too little to read a factor from. "
     if steps and off:
         text += (", ".join(f"*{n}*" for n in off) + f" differ{'s' if len(off) == 1 else ''} from it by more than "
                  f"{100 * BAR:.0f}%: there the host's work inside the model is not the prices alone times one factor.")
