@@ -53,3 +53,35 @@ def test_check_quotes_flags_a_number_the_outputs_no_longer_show(tmp_path, monkey
     assert [q for q, _ in check_quotes.unmatched("01", pools)] == ["1.26"]
     pools["02"] = {1.26}  # the same number shown by a chapter the sentence does not name does not count
     assert [q for q, _ in check_quotes.unmatched("01", pools)] == ["1.26"]
+
+
+def _results(path, note: str):
+    fields = "id,value,unit,note,gpu,time"
+    rows = [f'baseline.tps_kv,40,tokens/s,"greedy, {note}; prefill included",GPU X,2026-01-02T10:01:00+00:00',
+            "runtime.01_setup_s,60,s,full mode,GPU X,2026-01-02T10:01:00+00:00",
+            "runtime.09_faster_on_purpose_s,200,s,full mode,GPU X,2026-01-02T10:04:20+00:00",
+            "runtime.08_lessons_s,100,s,full mode,GPU X,2026-01-02T10:06:00+00:00"]
+    path.write_text("\n".join([fields] + rows) + "\n")
+
+
+def test_the_run_section_times_the_chapters_and_says_when_the_sizes_moved_on(tmp_path, monkeypatch):
+    import helpers
+
+    monkeypatch.setattr(make_readme, "H200", tmp_path / "results.csv")
+    monkeypatch.setattr(make_readme, "REPRODUCED", tmp_path / "reproduce.csv")  # none: no reproduce table
+    full = helpers.SIZES_BY_MODE["full"]
+    _results(tmp_path / "results.csv", f"{full.new_tokens} new tokens, median of {full.rounds} shuffled rounds")
+    text = make_readme.run_section()
+    assert "2026-01-02, 10:00 to 10:06 UTC" in text  # from the first chapter's start to the last one's end
+    assert "Chapters 1-8: 160 s; chapter 9: 200 s more." in text  # chapter 9 is outside the series' bar
+    assert "| 01_setup | 60 s |" in text and "The code now times" not in text and "reproduce" not in text
+    _results(tmp_path / "results.csv", f"{full.new_tokens + 1} new tokens, median of {full.rounds} shuffled rounds")
+    assert f"The code now times {full.new_tokens}-token generations" in make_readme.run_section()
+
+
+def test_the_run_section_counts_the_reproduced_ratios_within_the_bar():
+    text = make_readme.run_section()
+    rows = [line for line in text.splitlines() if line.startswith("| `")]
+    assert len(rows) == len(make_readme._read(make_readme.REPRODUCED)) > 0
+    within = sum(r["within 10%"] == "yes" for r in make_readme._read(make_readme.REPRODUCED).values())
+    assert f"{within} of {len(rows)} came back within 10%" in text

@@ -4,8 +4,8 @@
     python tools/make_readme.py --check  # exit 1 if README.md is stale (the tests run this)
 
 Sources: figures/h200/results.csv (the committed full H200 run, run times included),
-figures/cpu/runtimes.csv (CPU-mode run times) and data/catalogue.csv (labels, headline rows and the
-blog's T4 figures).
+figures/h200/reproduce.csv (its re-measurement by tools/reproduce.py --commit), figures/cpu/runtimes.csv
+(CPU-mode run times) and data/catalogue.csv (labels, headline rows and the blog's T4 figures).
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import argparse
 import csv
 import re
 import sys
+from datetime import datetime, timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -21,6 +22,7 @@ import colab_setup  # noqa: E402
 
 README = ROOT / "README.md"
 H200 = ROOT / "figures" / "h200" / "results.csv"
+REPRODUCED = H200.parent / "reproduce.csv"
 CPU_RUNTIMES = ROOT / "figures" / "cpu" / "runtimes.csv"
 BLOG = ROOT / "data" / "catalogue.csv"  # every result id: label, unit, headline, the blog's value
 
@@ -105,6 +107,56 @@ def results_table() -> str:
     return "\n".join(lines)
 
 
+def _sizes(h200: dict) -> tuple[int, int] | None:
+    """(new tokens, rounds) of the run's tokens/s comparisons, from the note chapter 1 recorded with them."""
+    note = h200.get("baseline.tps_kv", {}).get("note", "")
+    match = re.search(r"(\d+) new tokens, median of (\d+) shuffled rounds", note)
+    return (int(match[1]), int(match[2])) if match else None
+
+
+def run_section() -> str:
+    """When the committed run ran, how long each chapter took, and what its re-measurement brought back."""
+    h200 = _read(H200)
+    runs = sorted((row for rid, row in h200.items() if rid.startswith("runtime.")), key=lambda row: row["time"])
+    if not runs:
+        return "_No H200 run is committed yet._"
+    ends = [datetime.fromisoformat(row["time"]) for row in runs]
+    start = ends[0] - timedelta(seconds=float(runs[0]["value"]))
+    seconds = {row["id"].removeprefix("runtime.").removesuffix("_s"): float(row["value"]) for row in runs}
+    lines = [f"The committed run, on {runs[0]['gpu']}: {start:%Y-%m-%d}, {start:%H:%M} to {ends[-1]:%H:%M} UTC, "
+             "the chapters one after another in this order:", "",
+             "| chapter | wall time |", "|---|---|"]
+    lines += [f"| {name} | {s:.0f} s |" for name, s in seconds.items()]
+    main = [s for name, s in seconds.items() if name[:2] < "09"]
+    later = [f"chapter {name[:2].lstrip('0')}: {s:.0f} s more" for name, s in seconds.items() if name[:2] >= "09"]
+    lines += ["", f"Chapters 1-8: {sum(main):.0f} s" + "".join(f"; {x}" for x in later) + "."]
+    sizes, now = _sizes(h200), None
+    if sizes:
+        lines[-1] += f" Its tokens/s comparisons timed {sizes[0]}-token generations in {sizes[1]} shuffled rounds."
+        sys.path.insert(0, str(ROOT))
+        import helpers  # the sizes the code uses now, to say when the committed run predates them
+
+        full = helpers.SIZES_BY_MODE["full"]
+        now = (full.new_tokens, full.rounds)
+        if now != sizes:
+            lines[-1] += (f" **The code now times {now[0]}-token generations in {now[1]} rounds** "
+                          "(`helpers.SIZES_BY_MODE`): these figures, results and notebooks predate that.")
+    reproduced = list(_read(REPRODUCED).values())
+    if reproduced:
+        judged = [r for r in reproduced if r["within 10%"]]
+        ratio = lambda x: f"{float(x):.3f}" if abs(float(x)) < 10 else f"{float(x):.1f}"  # noqa: E731
+        lines += ["", f"Right after it, `python tools/reproduce.py --commit` re-measured the headline ratios in one "
+                      f"process ({reproduced[0]['seconds']} s; `figures/h200/reproduce.csv`): "
+                      f"{sum(r['within 10%'] == 'yes' for r in judged)} of {len(judged)} came back within 10% of the "
+                      "values the chapters recorded.", "",
+                  "| result | what | clock | the chapters | reproduce (quartiles) | A/A floor | deviation | verdict |",
+                  "|---|---|---|---|---|---|---|---|"]
+        lines += [f"| `{r['id']}` | {r['what']} | {r['clock']} | {ratio(r['committed'])} | {ratio(r['yours'])} "
+                  f"({r['quartiles']}) | {ratio(r['A/A floor'])} | {float(r['deviation %']):+.1f}% | {r['verdict']} |"
+                  for r in reproduced]
+    return "\n".join(lines)
+
+
 # (file in figures/h200/, caption): the figures that tell the story, shown once the H200 run has made them
 FIGURES = [
     ("full_stack_time_per_token.png", "Where a decoded token's time goes, original against all-custom (chapter 6)"),
@@ -121,7 +173,7 @@ def figures_section() -> str:
     return "\n\n".join(f"**{c}**\n\n![{c}](figures/h200/{f})" for f, c in present)
 
 
-SECTIONS = {"chapters": chapters_table, "results": results_table, "figures": figures_section}
+SECTIONS = {"chapters": chapters_table, "run": run_section, "results": results_table, "figures": figures_section}
 
 
 def render(text: str) -> str:
