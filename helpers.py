@@ -1554,6 +1554,15 @@ def launch_prices(calls: int | None = None) -> LaunchPrices:
 PREDICTION_BAR = 0.20  # a launch-budget prediction within 20% of the measured wall ms per token holds
 
 
+def signed_pct(error_pct: float, bar: float = PREDICTION_BAR, sign: str = "+") -> str:
+    """An error in per cent to one decimal, with up to two more where it would print as the bar itself: -20.04%
+    misses a 20% bar and must not read -20.0%. ``sign`` '+' always signs it, '' only when negative."""
+    digits = 1
+    while digits < 3 and abs(error_pct) != 100 * bar and f"{abs(error_pct):.{digits}f}" == f"{100 * bar:.{digits}f}":
+        digits += 1
+    return f"{error_pct:{sign}.{digits}f}%"
+
+
 @dataclass
 class LaunchBudget:
     """The launch budget in its simplest form, for one swap: a price per PyTorch launch and one per launch of ours.
@@ -2181,13 +2190,23 @@ def read_trend(points: dict, floors: dict | None = None, unit: str = "x", along:
     # a step smaller than the noise threshold is flat: it neither breaks nor makes a direction
     steps = [0.0 if max(a, b) / min(a, b) - 1 < v.noise else b - a for a, b in zip(medians, medians[1:])]
     one_way = all(s >= 0 for s in steps) or all(s <= 0 for s in steps)
-    fmt = (lambda x: f"{x:.2f}x") if unit == "x" else (lambda x: f"{x:.1f} {unit}")
+
+    def fmt(x, more=0):  # "x" to 3 significant digits (0.176x, 1.71x, 12.3x), other units to 0.1; ``more`` digits on
+        if unit != "x":
+            return f"{x:.{1 + more}f} {unit}"
+        places = max(0, 2 - math.floor(math.log10(abs(x)))) if x and math.isfinite(x) else 2
+        return f"{x:.{places + more}f}x"
+
+    def a_to_b(a, b, labels=("", "")) -> str:  # "a to b" in the digits (up to 3 more) that tell them apart
+        more = next((d for d in range(4) if fmt(a, d) != fmt(b, d)), 3)
+        return f"{labels[0]}{fmt(a, more)} to {labels[1]}{fmt(b, more)}"
+
     every = ", ".join(f"{L}: {fmt(m)}" for L, m in zip(lengths, medians))
-    span = f"{fmt(medians[0])} to {fmt(medians[-1])}"
+    span = a_to_b(medians[0], medians[-1])
     if v.real and one_way:
         word = "grew" if v.ratio > 1 else "shrank"
         # steps that went the other way by less than the noise threshold: flat by the rule, but named
-        back = [f"{a_len}: {fmt(a)} to {b_len}: {fmt(b)}" for (a_len, b_len), a, b
+        back = [a_to_b(a, b, (f"{a_len}: ", f"{b_len}: ")) for (a_len, b_len), a, b
                 in zip(zip(lengths, lengths[1:]), medians, medians[1:]) if (b - a) * (v.ratio - 1) < 0]
         if not back:
             return Trend(word, f"{word} with {along} at every step: {span}, outside the noise", change, v, every)
@@ -2416,7 +2435,7 @@ def beside_baseline(profile: "DecodeProfile") -> str:
     v = verdict(profile.wall_ms_per_token / w1)  # above 1: slower here than in chapter 1
     text = (f"**The original, beside chapter 1's.** Here the original took {profile.wall_ms_per_token:.2f} wall ms per "
             f"decoded token; chapter 1 recorded {w1:.2f} for the same model at the same sizes "
-            f"(`baseline.wall_ms_per_token`, recorded {wall['time']}, in its own process): ")
+            f"(`baseline.wall_ms_per_token`, {recorded_when(wall['time'], STARTED, 1)}): ")
     if not v.real:
         return text + f"within noise ({v.reason})."
     text += f"{v.text} here, though nothing in the model changed. "

@@ -534,9 +534,23 @@ WHO = {OURS: "ours", TORCH: "`torch.add`"}  # the versions as the prose names th
 
 
 def and_list(items) -> str:
-    """'a', 'a and b', 'a, b and c'."""
+    """'a', 'a and b', 'a, b and c' ('' for none)."""
     items = list(items)
+    if not items:
+        return ""
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def size_list(sizes) -> str:
+    """Sizes as '4K, 16K elements' (a list or a pandas Series: never tested for truth, which a Series refuses)."""
+    sizes = [int(s) for s in sizes]
+    return (", ".join(helpers.count_label(s) for s in sizes) + " elements") if sizes else "no size"
+
+
+def span(values) -> str:
+    """'19.1 to 25.5' (or one number where they are all the same)."""
+    lo, hi = min(values), max(values)
+    return num(lo) if num(lo) == num(hi) else f"{num(lo)} to {num(hi)}"
 
 
 def scatter(readings_us) -> float:
@@ -683,13 +697,45 @@ helpers.md(text)
 # %% [markdown]
 # The spread the two prices are read against is the widest of the sweep's single host readings of one
 # launch-bound call, the first size included. Check where it comes from: if one size stands far from the
-# rest, the ruling rests on that one reading. In the committed H200 run the widest spread was ours, 19.0 to
-# 29.7 µs at its six launch-bound sizes, and it came from the first size: its highest reading, 29.7 µs, came at
-# 4K elements, the first size the loop measured; `torch.add` read 6.68 to 9.52 µs at its five, its highest also
-# at 4K. Without its 4K reading ours moved by only 1.08 µs, and `torch.add` by 2.84 µs with its 4K reading
-# (0.42 µs without), both less than the 6.80 µs between the two empty launches: that run's "neither is the
-# dearer" rests on one reading of ours, the first size's, so read it as "not ranked", not as "equal". Where
-# both were launch-bound, ours cost the host 2.74-3.12x `torch.add`'s.
+# rest, the ruling rests on that one reading. The cell below reads each version's spread with and without
+# the first size the loop measured.
+
+
+# %%
+def spread_reading() -> str:
+    """Where the spread the two prices were ranked against came from: each version's launch-bound host readings
+    with and without the first size the loop measured, and whether leaving that size out changes the ruling."""
+    first_size = min(measured)  # the loop measured the sizes in increasing order
+    first = size_list([first_size])
+    gap = abs(prices.triton_us - prices.torch_us)
+    parts, spreads = [], []
+    for v in (OURS, TORCH):
+        reads = {size: times_us(size, v)[0] for size in measured if regime(*times_us(size, v)) == "launch-bound"}
+        if len(reads) < 2:
+            continue
+        rest = [h for size, h in reads.items() if size != first_size]
+        spreads.append((scatter(list(reads.values())), scatter(rest)))
+        parts.append(f"{WHO[v]} read {span(reads.values())} µs at its {len(reads)} launch-bound sizes, its highest "
+                     f"at {size_list([max(reads, key=reads.get)])}"
+                     + (f" ({first} was not launch-bound)" if first_size not in reads else
+                        f", a single reading without {first}" if len(rest) < 2 else
+                        f", {num(scatter(rest))} µs apart without {first}"))
+    if not parts:
+        return "No version was launch-bound at two sizes or more, so there was no spread to rank the prices against."
+    widest, without = max(w for w, _ in spreads), max(r for _, r in spreads)
+    text = (f"Here {'; '.join(parts)}. The widest spread is {num(widest)} µs, "
+            f"{f'{num(without)} µs' if without else 'none'} without {first}; the two empty launches differ by "
+            f"{num(gap)} µs, ")
+    if gap > widest:
+        return text + f"more than either, so the ranking holds without {first} too."
+    if gap <= without or without == 0.0:  # no spread left without the first size: no ranking either
+        return text + f"no more than the widest spread, and without {first} the two stay unranked too."
+    return text + (f"within {num(widest)} µs but beyond {num(without)} µs: \"neither launch the dearer\" rests on "
+                   f"the readings at {first}, so read it as \"not ranked\", not as \"equal\".")
+
+
+helpers.md(spread_reading() if helpers.HAS_GPU else
+           "In CPU mode there is no GPU clock: no size is read as launch-bound, and the two prices are not ranked.")
 
 # %% [markdown]
 # ### Beside the blog's numbers
@@ -822,18 +868,6 @@ plt.show()
 
 
 # %%
-def size_list(sizes) -> str:
-    """Sizes as '4K, 16K elements' (a list or a pandas Series: never tested for truth, which a Series refuses)."""
-    sizes = [int(s) for s in sizes]
-    return (", ".join(helpers.count_label(s) for s in sizes) + " elements") if sizes else "no size"
-
-
-def span(values) -> str:
-    """'19.1 to 25.5' (or one number where they are all the same)."""
-    lo, hi = min(values), max(values)
-    return num(lo) if num(lo) == num(hi) else f"{num(lo)} to {num(hi)}"
-
-
 def held_back(verdicts: dict) -> str:
     """size -> Verdict: the 'within noise' sizes grouped by the rule that held them back ('at 4K, 16K elements
     the ratio lies closer to 1 than the series' smallest real effect (5%)'), from ``Verdict.reason``."""
@@ -892,7 +926,7 @@ def flat_reading() -> str:
         sizes = sorted(off)
         host_off, gpu_off = [off[size][0] for size in sizes], [off[size][1] for size in sizes]
         text = (f"at {size_list(sizes)} {WHO[version]} took {and_list(num(h) for h in host_off)} µs per call "
-                f"({and_list(f'{100 * (h / mid - 1):+.0f}%' for h in host_off)} from its median launch-bound "
+                f"({and_list(f'{100 * (h / mid - 1):+.1f}%' for h in host_off)} from its median launch-bound "
                 f"reading, {num(mid)} µs), while its GPU time there was {and_list(num(g) for g in gpu_off)} µs")
         if all(g < PRICE_US[version] for g in gpu_off):
             below_price.add(version)

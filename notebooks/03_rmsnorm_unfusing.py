@@ -708,19 +708,19 @@ def rows_trend(trend) -> str:
 
 
 def prediction_word(measured_ratio, predicted) -> str:
-    """'met' or 'missed by 21%': a measured ratio against the markdown's prediction, by the series' prediction
+    """'met' or 'missed by 21.0%': a measured ratio against the markdown's prediction, by the series' prediction
     bar (``helpers.PREDICTION_BAR``), the distance read the same way on either side."""
     off = max(measured_ratio / predicted, predicted / measured_ratio) - 1
-    return "met" if off <= helpers.PREDICTION_BAR else f"missed by {100 * off:.0f}%"
+    return "met" if off <= helpers.PREDICTION_BAR else f"missed by {100 * off:.1f}%"
 
 
 def against_prediction(measured_ratio, predicted) -> str:
-    """'1.81x against a predicted 1.5x: **missed by 21%** (above it; bar 20%)'."""
+    """'1.81x against a predicted 1.5x: **missed by 20.7%** (20.7% above it; bar 20%)'."""
     side = "above" if measured_ratio > predicted else "below"
     off = max(measured_ratio / predicted, predicted / measured_ratio) - 1
     word = prediction_word(measured_ratio, predicted)
     return (f"{measured_ratio:.2f}x against a predicted {predicted:g}x: **{word}** "
-            f"({100 * off:.0f}% {side} it; bar {100 * helpers.PREDICTION_BAR:.0f}%)")
+            f"({100 * off:.1f}% {side} it; bar {100 * helpers.PREDICTION_BAR:.0f}%)")
 
 
 def host_flat_reading(sweep) -> str:
@@ -861,8 +861,8 @@ helpers.md(text)
 
 # %% [markdown]
 # (In the predictions above, "N% below" or "N% above" is the larger of prediction and measurement over the
-# smaller, minus 1, so that a miss counts the same on either side: in the committed H200 run, 1.71x against
-# a predicted 2x read as 17% below it, although 1.71 lies 14% under 2. The predictions of the whole model,
+# smaller, minus 1, so that a miss counts the same on either side: for example, 1.71x against a predicted 2x
+# reads as 17.0% below it, although 1.71 lies 14.5% under 2. The predictions of the whole model,
 # below and in chapters 4 and 5, give their error as (predicted - measured) / measured instead.)
 
 # %% [markdown]
@@ -892,11 +892,12 @@ def chapter2_prices():
 
 
 def chapter2_ranking(ch2) -> str:
-    """How chapter 2's two prices rank: by one host reading of each, the only way chapter 2 could rank them."""
+    """Chapter 2's two prices side by side, one host reading of each, and when chapter 2 ranked them."""
     gap = ch2["ours"] - ch2["torch"]
-    text = (f"By one reading of each, the empty Triton launch cost {num(abs(gap))} µs "
-            f"{'more' if gap > 0 else 'less'} than the one-element PyTorch op: chapter 2 ranked the two only that "
-            "way, one reading of each, with no rounds and no verdict. ")
+    text = (f"The empty Triton launch cost {num(abs(gap))} µs "
+            f"{'more' if gap > 0 else 'less'} than the one-element PyTorch op, one reading of each (no rounds, no "
+            "verdict); chapter 2 ranked them only where that gap exceeded the spread of its own single host "
+            "readings. ")
     if ch2["add_us"] is not None:
         more = ch2["add_us"] > ch2["torch"]
         text += (f"Its real `torch.add` (`add.host_torch_ms`, one reading too) cost {num(ch2['add_us'])} µs per call, "
@@ -924,10 +925,11 @@ if helpers.HAS_GPU:
         f"Per launch, that is {num(host_us['torch'] / torch_launches)} µs for each of PyTorch's "
         f"{torch_launches:.0f} kernels and {num(host_us['two_pass'] / 2)} µs for each of the two-pass kernel's 2: "
         "prices from one host reading of each call, in this process, with the call's own work around its launches "
-        f"included. How loose one reading is, the sweep shows: the same two-pass call read "
-        f"{num(1e3 * sweep['two_pass_host_ms'].min())} to {num(1e3 * sweep['two_pass_host_ms'].max())} µs across "
-        f"its {len(sweep)} row counts, {num(500 * sweep['two_pass_host_ms'].min())} to "
-        f"{num(500 * sweep['two_pass_host_ms'].max())} µs per launch. "
+        f"included. Across its {len(sweep)} row counts the same two-pass call read "
+        f"{num(1e3 * sweep['two_pass_host_ms'].min())} to {num(1e3 * sweep['two_pass_host_ms'].max())} µs, "
+        f"{num(500 * sweep['two_pass_host_ms'].min())} to {num(500 * sweep['two_pass_host_ms'].max())} µs per "
+        "launch (the host-time prediction above reads whether such readings stayed flat, followed the rows or "
+        "scattered). "
         + (f"Chapter 2 recorded {num(CH2['torch'])} µs for a one-element PyTorch op and {num(CH2['ours'])} µs for "
            f"an empty Triton launch (single readings too, in its own process, recorded {CH2['time']}): the price "
            "of a bare launch. " + chapter2_ranking(CH2) + "The prediction below takes chapter 2's prices, and sets "
@@ -951,16 +953,17 @@ else:
 #
 # One measurement, `helpers.compare_configs(..., profile=True)`, does two jobs:
 #
-# - it times the original and the swapped model in shuffled, interleaved rounds (`SIZES.rounds_small`
-#   of them: 16 at full size, twice the series' usual 8; on a fast GPU this swap's effect on tokens/s lies
-#   near the noise, and a median of more rounds strays less from run to run): one generation of each per round, each followed by a one-token generation, so that the **wall ms per decoded token**
-#   (prefill excluded) comes from the same rounds as the tokens/s; each round's time is divided by the
-#   original's of the same round. It also runs the original against itself: that A/A ratio is this run's
-#   noise floor, and a swap whose ratio does not stand out of twice it, and of the series' 5% minimum, is
-#   "within noise", however the medians happen to fall. The original's own time need not match chapter 1's:
-#   each chapter's rounds run under their own host conditions, and over a long run of the series the host
-#   can drift (the reading below sets the two side by side), so only ratios within one run's rounds are
-#   compared;
+# - it times the original and the swapped model in shuffled, interleaved rounds (`SIZES.rounds_small` of
+#   them, at full size twice the series' usual `SIZES.rounds`; the reading below gives the count; on a fast
+#   GPU this swap's effect on tokens/s lies near the noise, and a median of more rounds strays less from run
+#   to run): one generation of each per round, each followed by a one-token generation, so that the **wall
+#   ms per decoded token** (prefill excluded) comes from the same rounds as the tokens/s; each round's time
+#   is divided by the original's of the same round. It also runs the original against itself: that A/A ratio
+#   is this run's noise floor, and a swap whose ratio does not stand out of twice it, and of the series' 5%
+#   minimum, is "within noise", however the medians happen to fall. The original's own time need not match
+#   chapter 1's: each chapter's rounds run under their own host conditions, and over a long run of the
+#   series the host can drift (the reading below sets the two side by side), so only ratios within one run's
+#   rounds are compared;
 # - after the rounds, `torch.profiler` counts the CUDA kernels launched and the GPU-busy ms per decoded
 #   token of each model (`comparison.profile(name)`).
 #
@@ -978,9 +981,7 @@ else:
 #   (`helpers.results()`, ids `add.launch_us_torch` and `add.launch_us_triton`): a one-element PyTorch op
 #   and an empty Triton launch, each one host reading, made in loops of thousands of calls. Chapter 2 set
 #   those two side by side, one reading of each (no rounds, so no verdict), and ranked them only where their
-#   difference lay beyond the spread of its own single host readings: in the committed H200 run it did not
-#   (6.80 µs, inside that spread), so chapter 2 called neither the dearer. Where yours did the same, read the
-#   word "ranked" in the output above as "set side by side". It read a real `torch.add` against its
+#   difference lay beyond the spread of its own single host readings. It read a real `torch.add` against its
 #   one-element op the same way (quoted above, where chapter 2 has run on a GPU): they are the best prices
 #   we have, used as read, not floors;
 # - **a check**, beside it and labelled as such: prices read in this process. For PyTorch, the original
@@ -1093,15 +1094,15 @@ def judged(error, predicted_v, measured_v) -> str:
     """A launch-budget prediction judged twice, in the series' words: on the total (``error``, predicted / measured
     wall ms per token - 1, against ``helpers.PREDICTION_BAR``) and on the effect (the predicted change's verdict
     against the measured one's, by direction: a bar on the total accepts a predicted change that did not happen),
-    e.g. 'met on the total (-19%), but missed on the effect: it predicted 1.26x faster and the measurement is within
-    noise'."""
+    e.g. 'met on the total (-19.0%), but missed on the effect: it predicted 1.26x faster and the measured wall time
+    per decoded token came out within noise'."""
     total_met = abs(error) <= helpers.PREDICTION_BAR
     effect_met = direction(predicted_v) == direction(measured_v)
     said = predicted_v.text if predicted_v.real else "no change beyond the noise"
     effect = "met on the effect's direction" if effect_met else "missed on the effect"
-    return (f"{'met' if total_met else 'missed'} on the total ({100 * error:+.0f}%), "
-            f"{'and' if total_met == effect_met else 'but'} {effect}: it predicted {said} and the measurement is "
-            f"{measured_v.text}")
+    return (f"{'met' if total_met else 'missed'} on the total ({100 * error:+.1f}%), "
+            f"{'and' if total_met == effect_met else 'but'} {effect}: it predicted {said} and the measured wall time "
+            f"per decoded token came out {measured_v.text}")
 
 
 swap, floor = comparison.ratios[SWAP], comparison.floor
@@ -1123,8 +1124,8 @@ if swap_verdict.real:
     text += (f"The difference stands out of this run's noise (more than {100 * swap_verdict.noise:.0f}% from 1, "
              "with the middle half of the rounds on one side). ")
 else:
-    text += (f"This run cannot tell the two models apart ({swap_verdict.reason}), so there is no difference in "
-             "tokens/s here to explain. ")
+    text += (f"This run cannot tell the two models' tokens/s apart ({swap_verdict.reason}), so there is no "
+             "difference in tokens/s here to explain. ")
 text += (f"Per decoded token (prefill excluded, the same rounds), the wall time went from "
          f"{before.wall_ms_per_token:.2f} to {after.wall_ms_per_token:.2f} ms, a per-round ratio of "
          f"{per_token.median:.3f} ({per_token.quartiles}): **{per_token_verdict.text}**"
@@ -1256,8 +1257,8 @@ def takeaway() -> str:
         times = [host_us[v] / (1e3 * ms(v, R1)) for v in VERSIONS]
         lines.append(f"- At one row, one call cost the host {min(times):.0f}x to {max(times):.0f}x its GPU time "
                      "across the three versions (single host readings).")
-    model_line = (f"- Swapped into the model, the {counts['rmsnorm']} two-pass RMSNorms gave a time ratio of "
-                  f"{swap.median:.3f} to the original: **{swap_verdict.text}**")
+    model_line = (f"- Swapped into the model, the {counts['rmsnorm']} two-pass RMSNorms gave a median generation time "
+                  f"(the tokens/s comparison) of {swap.median_text}x the original's: **{swap_verdict.text}**")
     if predicted_ms is not None:
         error = predicted_ms / after.wall_ms_per_token - 1
         model_line += (f"; the launch-budget prediction of the wall time per token, with "

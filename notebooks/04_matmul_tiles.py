@@ -423,7 +423,7 @@ for label, shape in (("model shape", model_shape), ("decode shape", decode_shape
     t_torch, t_ours, r = cc.ms[helpers.REFERENCE], cc.ms[DEFAULT], cc.ratios[DEFAULT]
     row = {"shape": label, "M x K x N": " x ".join(map(str, shape)),
            f"PyTorch {SHORT} µs": us(t_torch), f"Triton {SHORT} µs": us(t_ours),
-           "Triton / PyTorch (median)": f"{r.median:.2f}", "quartiles": f"{r.quartiles}",
+           "Triton / PyTorch (median)": r.median_text, "quartiles": f"{r.quartiles}",
            "A/A floor": f"{cc.floor.median:.3f}", "verdict": cc.verdict(DEFAULT).text}
     if helpers.HAS_GPU:
         row.update({"PyTorch host µs per call": us(host_ms[label, "torch"]),
@@ -547,13 +547,14 @@ tiles = pd.DataFrame([tile_row(t) for t in kernels.TILE_CONFIGS.values()])
 decode_torch_ms = sweep.ms[helpers.REFERENCE]
 helpers.save_sweep(tiles, "matmul_tile_sweep")
 print(f"{SHORT} µs: {CLOCK}, median of {sweep.rounds} shuffled rounds; A/A floor (PyTorch against itself) "
-      f"{floor_decode.median:.3f} ({floor_decode.quartiles})")
-shown = tiles.copy()  # written for reading: times in µs and rates to three significant figures, ratios to two decimals
+      f"{floor_decode.median_text} ({floor_decode.quartiles})")
+shown = tiles.copy()  # for reading: times in µs and rates to three significant figures, ratios to two decimals
+# (against the default tile, beside its quartiles, to the quartiles' digits)
 shown[MS_COL] = tiles[MS_COL].map(us)
 for column in [c for c in ("useful %", "GB/s") if c in tiles]:
     shown[column] = tiles[column].map(sig)
-for column in ("vs PyTorch", "vs default tile"):
-    shown[column] = tiles[column].map(lambda r: f"{r:.2f}")
+shown["vs PyTorch"] = tiles["vs PyTorch"].map(lambda r: f"{r:.2f}")
+shown["vs default tile"] = [per_round(t, DEFAULT).median_text for t in tiles["tile"]]  # at its quartiles' digits
 helpers.show(shown.rename(columns={MS_COL: f"{SHORT} µs"}))
 
 # %%
@@ -605,11 +606,12 @@ def read_one_size(knob, what):
         return f"No two tiles of the sweep differ in {knob.upper()} alone, so this run cannot test it. ", []
     found, parts = [], []
     for small, large in pairs:
-        v = helpers.verdict(per_round(large.name, small.name), floor_decode)
+        r = per_round(large.name, small.name)
+        v = helpers.verdict(r, floor_decode)
         found.append(v)
         grid = f" ({programs[large.name]} against {programs[small.name]} programs)" if knob == "block_n" else ""
         parts.append(f"{large.name} against {small.name}{grid}: " + (f"**{v.text}**" if v.real else
-                                                                      f"{v.ratio:.2f}, within noise"))
+                                                                      f"{r.median_text}, within noise"))
     held = sorted({v.reason for v in found if not v.real})
     return (f"Tiles that differ in {knob.upper()} alone, {what}, round by round: " + "; ".join(parts) + ". "
             + (f"(Within noise: {'; '.join(held)}.) " if held else "")), found
@@ -758,12 +760,11 @@ helpers.md(text)
 #
 # Two things to know before reading the figure below. Nearby labels are moved down a line at a time until they
 # no longer overlap, so a decode-shape label can sit beside another tile's dot or below every dot: take each
-# tile's time from the sweep's table above, not from where its label lands. (In the committed H200 run the
-# lowest decode point is m16_n16_k16, 16.2 GPU µs in the sweep's table, about 0.4 TFLOP/s; the default
-# m64_n64_k32 is at 0.560; the highest tile is m16_n128_k64, 8.96 GPU µs, about 0.7.) And on a GPU whose
-# `tl.dot` runs on the tensor cores, as an H200's does, our kernel's roof is the solid line: a model-shape point
-# that lands near the dashed FMA roof, as ours did in the committed H200 run (70.7 TFLOP/s against the FMA peak
-# of 67), lands there by coincidence. The dashed roof binds only where `tl.dot` compiles to FMA, as on a T4.
+# tile's time from the sweep's table above, not from where its label lands (the reading under the figure names
+# the lowest, the default and the highest decode point with their times). And on a GPU whose `tl.dot` runs on
+# the tensor cores, as an H200's does, our kernel's roof is the solid line: a model-shape point that lands near
+# the dashed FMA roof lands there by coincidence. The dashed roof binds only where `tl.dot` compiles to FMA, as
+# on a T4.
 
 # %%
 def roof_point(label, group, shape, ms):
@@ -853,9 +854,9 @@ else:
 # %%
 def read_roofline(points):
     """Where each shape's points sit against this GPU's roofs, and which regime the default tile's call is in."""
-    gb, (tc, _) = helpers.NOMINAL_GB_S[helpers.SLUG], helpers.NOMINAL_TFLOPS[helpers.SLUG]
+    gb, (tc, fma) = helpers.NOMINAL_GB_S[helpers.SLUG], helpers.NOMINAL_TFLOPS[helpers.SLUG]
     ridge = tc * 1e3 / gb
-    of_roof = {}  # shape -> (default tile, PyTorch): % of the roof at its intensity
+    of_roof, reached = {}, {}  # shape -> (default tile, PyTorch): % of the roof at its intensity; the default's TFLOP/s
     text = f"**On this GPU ({helpers.SLUG}).** Ridge point {ridge:.0f} flop per byte ({tc:g} TFLOP/s over {gb:,} GB/s). "
     for label, shape in (("decode shape", decode_shape), ("model shape", model_shape)):
         sub = points[points["group"].str.startswith(label)]
@@ -863,7 +864,7 @@ def read_roofline(points):
         roof = min(tc, i * gb / 1e3)
         tflops = sub["flops"] / (sub["gpu_ms"] * 1e-3) / 1e12
         got = dict(zip(sub["label"], tflops))  # the labelled points: PyTorch, the default tile and others
-        ours = got[DEFAULT]
+        ours = reached[label] = got[DEFAULT]
         of_roof[label] = (100 * ours / roof, 100 * got["PyTorch"] / roof)
         text += (f"At the {label} {shape}, {i:.3g} flop per byte, "
                  + (f"{ridge / i:.0f} times left of the ridge: memory-bound, with a roof of {roof:.3g} TFLOP/s "
@@ -880,7 +881,16 @@ def read_roofline(points):
         side, why = helpers.regime(host_ms[label, "triton"], at[label].ms[DEFAULT], flops, nbytes)
         text += f"As a call of its own, the default tile at this shape is **{side}** ({why}). "
     text += ("A call that is overhead-bound on its own can still be memory-bound inside a CUDA graph, where "
-             "no host launches it: the point on the roofline is that GPU time.")
+             "no host launches it: the point on the roofline is that GPU time.\n\n")
+    flops_d = work(decode_shape)[0]
+    point = lambda t: f"{t} ({us(sweep.ms[t])} {SHORT} µs, {sig(flops_d / sweep.ms[t] / 1e9)} TFLOP/s)"
+    model_tflops = reached["model shape"]
+    text += (f"**The labels.** At the decode shape, with the times of the sweep's table, the lowest point is "
+             f"{point(worst['tile'])}, the "
+             f"default {point(DEFAULT)}, the highest {point(best['tile'])}. At the model shape the default tile's "
+             f"{sig(model_tflops)} TFLOP/s "
+             + (f"passed this GPU's FMA peak of {fma:g}, which only the tensor cores allow." if model_tflops > fma
+                else f"stayed under this GPU's FMA peak of {fma:g}."))
     return text + "\n\n" + gap_not_the_roofs(of_roof["model shape"])
 
 
@@ -966,9 +976,8 @@ explore(DEFAULT)  # try explore("m16_n128_k64")
 #   prices each kind of call of ours on its own, and lets a token take the longer of host and GPU.) The output below
 #   prints this reading of the two-pass call beside chapter 3's, the same call timed the same way in
 #   chapter 3's process. Where the two differ by more than the spread of chapter 3's own single readings
-#   of that call across its sweep (63.3 to 110 µs in the committed H200 run), the last step's price is
-#   uncertain by that much. In the committed H200 run they did not: 63.8 µs per call here against 63.3 in
-#   chapter 3, inside that spread.
+#   of that call across its sweep, the last step's price is uncertain by that much; the output below says
+#   whether this chapter's reading lies inside that spread.
 # - The launch counts and GPU-busy ms are each swap's own, from the profile.
 #
 # Each replaced linear layer is still one launch per token (PyTorch's is one cuBLAS kernel, ours one Triton
@@ -1022,6 +1031,16 @@ if helpers.HAS_GPU:
         print(f"chapter 3 read the same call at {ch3_us:.1f} µs ({ch3_us / norm_launches:.1f} µs per launch; "
               f"rmsnorm.host_decode_two_pass_ms, one reading in its own process); here {norm_us * norm_launches:.1f}"
               " µs per call")
+    sweep3 = helpers.RESULTS_DIR / "rmsnorm_sweep.csv"  # chapter 3's single host readings across its row counts
+    spread3 = pd.read_csv(sweep3).get("two_pass_host_ms") if sweep3.exists() else None
+    if spread3 is not None:
+        lo3, hi3, here = 1e3 * spread3.min(), 1e3 * spread3.max(), norm_us * norm_launches
+        print(f"chapter 3's single host readings of the two-pass call across its sweep ({len(spread3)} row counts): "
+              f"{lo3:.2f} to {hi3:.2f} µs; this chapter's reading, {here:.2f} µs, lies "
+              f"{'inside' if lo3 <= here <= hi3 else 'outside'} that spread")
+    else:
+        print("chapter 3's sweep of host readings (rmsnorm_sweep.csv, two_pass_host_ms) is not in this run's "
+              "results: no spread to set this reading against")
 else:
     print("CPU mode: the launch budget needs every CUDA launch per token and the GPU-busy time, which only a "
           "GPU profile gives; no prediction here, the measurement below still runs.")
@@ -1106,7 +1125,7 @@ ax_r.bar([short[s] for s in order], med, yerr=err, capsize=4,
 lo, hi, band_label = noise_band(floor)  # helpers.verdict: real above hi or below lo
 ax_r.axhspan(lo, hi, color="tab:gray", alpha=0.2, label=band_label)
 ax_r.axhline(floor.median, color="tab:gray", ls="--", lw=1.2,
-             label=f"A/A floor (original against itself, grey bar): median {floor.median:.3f}, "
+             label=f"A/A floor (original against itself, grey bar): median {floor.median_text}, "
                    f"quartiles {floor.quartiles}")
 ax_r.axhline(1.0, color="black", lw=0.8, label="1: as fast as the original")
 ax_r.set(ylabel="generation time / original's\n(median of per-round ratios, quartiles)",
@@ -1127,7 +1146,7 @@ def direction(v):
 def step(name):
     """A step's verdict, from its per-round time ratios to the original; its tokens/s median beside it."""
     r, v = comparison.ratios[name], verdicts[name]
-    return (f"**{v.text}** (time ratio {r.median:.2f}, quartiles {r.quartiles}; "
+    return (f"**{v.text}** (time ratio {r.median_text}, quartiles {r.quartiles}; "
             f"{tps[name]:.2f} tokens/s)")
 
 
@@ -1203,8 +1222,8 @@ def read_increments():
         else:
             how = f"**a change the budget did not see**: it said no change, the model got {got}"
         change = profiles[name].wall_ms_per_token - profiles[before].wall_ms_per_token
-        parts.append(f"{name} over {before}: predicted {predicted[name] - predicted[before]:+.2f} ms "
-                     f"({pred_v.text}), measured {change:+.2f} ms (round by round {meas_v.text}"
+        parts.append(f"{name} over {before}: predicted {predicted[name] - predicted[before]:+.2f} wall ms "
+                     f"({pred_v.text}), measured {change:+.2f} wall ms (round by round {meas_v.text}"
                      + (f"; {meas_v.reason}" if not meas_v.real else "") + f"): {how}")
     text = ("**Step by step.** The budget also predicts what each swap adds to the one before; per decoded token: "
             + "; ".join(parts) + f". It got {right} of the {len(parts)} steps' direction right")
@@ -1231,10 +1250,10 @@ def beside_chapter3(last_v) -> str:
     words = r3["verdict"] or helpers.verdict(float(r3["value"])).text  # the verdict chapter 3 recorded
     said = "no change" if words == "within noise" else words.split(" ")[-1]
     change_ms = profiles[LAST].wall_ms_per_token - profiles["attention + MLP proj"].wall_ms_per_token
-    spread = (f", quartiles {helpers.Ratio(float(r3['value']), float(r3['low']), float(r3['high']), []).quartiles}"
-              if r3["low"] == r3["low"] else "")
+    r = helpers.Ratio(float(r3["value"]), float(r3["low"]), float(r3["high"]), [])
+    ratio3 = f"{r.median_text}, quartiles {r.quartiles}" if r3["low"] == r3["low"] else f"{r.median:.3f}"
     text = (f"**Beside chapter 3.** Chapter 3 swapped the {counts['rmsnorm']} RMSNorms alone into the original "
-            f"model: time ratio {float(r3['value']):.3f}{spread}, **{words}** (`rmsnorm.tps_slowdown`, recorded "
+            f"model: time ratio {ratio3}, **{words}** (`rmsnorm.tps_slowdown`, recorded "
             f"{r3['time']}, in its own process and its own rounds). Here the step that adds them, with `lm_head`, "
             f"came out **{last_v.text}** ({change_ms:+.2f} wall ms per decoded token). ")
     if said == direction(last_v):
@@ -1249,12 +1268,33 @@ def beside_chapter3(last_v) -> str:
     return text
 
 
+def with_chapter3_price():
+    """The last step predicted with chapter 3's host reading of the two-pass call instead of this chapter's."""
+    r3 = recorded("rmsnorm.host_decode_two_pass_ms")
+    if r3 is None:
+        return ("**With chapter 3's price.** No run has recorded chapter 3's reading of the two-pass call on this "
+                "machine (`rmsnorm.host_decode_two_pass_ms`), so there is no other price to try. ")
+    norm3_us = 1e3 * float(r3["value"]) / norm_launches
+    ours3_us = (n_mm * matmul_us + n_norm * norm3_us) / (n_mm + n_norm)
+    budget3 = helpers.LaunchBudget(torch_us, ours3_us, ("original", "chapter 3's host time of the two-pass call"))
+    pred3, wall = budget3.predict_ms(profiles[LAST]), profiles[LAST].wall_ms_per_token
+    said = direction(helpers.verdict(pred3 / predicted["attention + MLP proj"]))  # one number each: the 5% rule
+    got = direction(helpers.verdict(decode_over_previous(LAST, "attention + MLP proj"),
+                                    comparison.decode_ratio(helpers.ORIGINAL_AGAIN)))
+    return (f"**With chapter 3's price.** Chapter 3 read the two-pass call at {norm3_us:.1f} µs per launch, against "
+            f"{norm_us:.1f} here. At that price a launch of ours in the last step costs {ours3_us:.1f} µs instead of "
+            f"{ours_us[LAST]:.1f}, and the budget predicts {pred3:.2f} wall ms per decoded token against the "
+            f"measured {wall:.2f} ({off_by(pred3, wall)}, "
+            f"{'within' if abs(pred3 / wall - 1) <= PREDICTION_BAR else 'outside'} the {100 * PREDICTION_BAR:.0f}% "
+            f"bar). For the last step over the one before, it predicts {said} and the rounds found {got}. ")
+
+
 mlp_over_attn = over_previous("attention + MLP proj", "attention proj")
 mlp_v = helpers.verdict(mlp_over_attn, floor)
 floor_v = comparison.verdict(helpers.ORIGINAL_AGAIN)  # the floor against the 5% minimum alone
 text = (
     f"Over {len(comparison.orders)} shuffled rounds the original against itself gave a time ratio of "
-    f"{floor.median:.3f} ({floor.quartiles}): the run's noise floor"
+    f"{floor.median_text} ({floor.quartiles}): the run's noise floor"
     + (f". The floor itself stood out of the series' {100 * helpers.MIN_EFFECT:.0f}% minimum: two identical models "
        f"differed by {100 * abs(floor.median - 1):.0f}%, so the host was noisy in these rounds, and a step must "
        f"now differ from 1 by more than {100 * helpers.noise_threshold(floor):.0f}% to count. "
@@ -1262,7 +1302,7 @@ text = (
     + "Round by round against the "
     f"original: with the {4 * L} attention projections on our matmul, {step('attention proj')}; with the "
     f"{3 * L} MLP projections too, {step('attention + MLP proj')}; with `lm_head` and the two-pass RMSNorms on "
-    f"top, {step(LAST)}. The MLP step over the attention step, round by round: {mlp_over_attn.median:.2f} "
+    f"top, {step(LAST)}. The MLP step over the attention step, round by round: {mlp_over_attn.median_text} "
     f"({mlp_over_attn.quartiles}), **{mlp_v.text}**"
     + (f" ({mlp_v.reason}): adding the {3 * L} MLP projections made no difference this run can tell. "
        if not mlp_v.real else f": adding the {3 * L} MLP projections made the model {direction(mlp_v)} than the "
@@ -1297,7 +1337,7 @@ if predicted:
                  + ("that the budget does not see" if implied_us > b.ours_us else "that the budget counts and the "
                     "model does not spend")
                  + ", if PyTorch's launches kept the original's price. ")
-    text += "\n\n"
+    text += "\n\n" + with_chapter3_price() + "\n\n"
 else:
     text += ("In CPU mode there is no prediction (no CUDA launches or GPU-busy time to put in the budget); the "
              "table above still shows each configuration's interpreter wall ms per decoded token and our "
@@ -1325,7 +1365,7 @@ if orig.launches_per_token is not None:
 last = over_previous(LAST, "attention + MLP proj")
 last_v = helpers.verdict(last, floor)
 text += (f"The last step's generation time over the step before it, round by round, had a median of "
-         f"{last.median:.2f} ({last.quartiles}): **{last_v.text}**. ")
+         f"{last.median_text} ({last.quartiles}): **{last_v.text}**. ")
 if not last_v.real:
     text += f"Adding `lm_head` and the RMSNorms made no difference this run can tell ({last_v.reason}). "
 else:  # two swaps in one step, and neither timed alone here: the step's verdict is not split between them
@@ -1341,22 +1381,14 @@ helpers.md(text)
 # **The step-by-step directions, checked.** The step-by-step reading above compares the budget's direction
 # for each step (its predicted change judged by the 5% rule) with the rounds' verdict on the measured one:
 # "the same direction" where the two agree, "a change the run could not see" where the budget predicts a
-# change and the rounds find it within noise. Set each step's size beside its direction, too. In the
-# committed H200 run one of the two steps matched: the MLP step was predicted at +4.35 ms (1.13x slower) and
-# measured at +0.98 ms, within noise round by round, a change the run could not see; the last step was
-# predicted at -7.65 ms and measured at -3.23 ms (1.11x faster), the same direction at less than half the
-# predicted size.
+# change and the rounds find it within noise. Set each step's size beside its direction, too: a step can
+# go the right way at a fraction of the predicted size.
 #
 # **The last step with chapter 3's price.** The last step's price rests on this chapter's one host reading
 # of the two-pass call (printed beside chapter 3's where the prices were set). Where the two readings
 # differ beyond chapter 3's spread, the reading of the last step above moves with the price, and neither
-# chapter can say which reading holds. In the committed H200 run the two readings (31.9 µs per launch here,
-# 31.7 in chapter 3) lay inside chapter 3's spread. With chapter 3's price the last step's price would be
-# about 35.5 µs per launch of ours instead of 35.6, and its prediction about 30.7 wall ms per decoded token
-# (about -11.5% against the measured 34.66, instead of -11.3%). With either price the prediction lies within
-# the 20% bar, on the low side, and it calls the step faster, as the rounds did (1.11x faster); chapter 8's
-# budget, which prices each module call of ours against the original's call it replaces, also puts this
-# configuration within its bar (-0.7%, in chapter 8's own rounds).
+# chapter can say which reading holds. So the reading above also predicts the last step with chapter 3's
+# reading in place of this chapter's, where chapter 3 recorded one.
 
 # %% [markdown]
 # ### The blog's steps beside yours
@@ -1384,15 +1416,15 @@ def rounding_allows(before_id, after_id):
 
 
 rounded = {"attention proj": rounding_allows("matmul.tps_original", "matmul.tps_attention_proj")}
-blog_rows = [{"step": name, "blog (T4)": round(blog_ratio[name], 2),
+blog_rows = [{"step": name, "blog (T4)": f"{blog_ratio[name]:.2f}",
               "blog: verdict": helpers.verdict(blog_ratio[name]).text
               + (f" (rounding allows {rounded[name][0]})" if rounded.get(name) else ""),
-              "yours": round(comparison.ratios[name].median, 2),
+              "yours": comparison.ratios[name].median_text,
               "yours: quartiles": f"{comparison.ratios[name].quartiles}",
               "yours: verdict": verdicts[name].text} for name in STEPS]
 blog_last = helpers.verdict(blog_ratio[LAST] / blog_ratio["attention + MLP proj"])
-blog_rows.append({"step": "last step / the one before", "blog (T4)": round(blog_last.ratio, 2),
-                  "blog: verdict": blog_last.text, "yours": round(last.median, 2),
+blog_rows.append({"step": "last step / the one before", "blog (T4)": f"{blog_last.ratio:.2f}",
+                  "blog: verdict": blog_last.text, "yours": last.median_text,
                   "yours: quartiles": f"{last.quartiles}", "yours: verdict": last_v.text})
 helpers.show(pd.DataFrame(blog_rows).set_index("step"))
 
@@ -1407,19 +1439,13 @@ helpers.md(
     f"{B('matmul.attention_mlp_slowdown')}x slower, and everything including RMSNorm took it from "
     f"{B('matmul.tps_all_proj_rmsnorm_original')} to {B('matmul.tps_all_proj_rmsnorm')} tokens/s. Its last "
     f"step over the one before: {blog_ratio[LAST]:.2f} / {blog_ratio['attention + MLP proj']:.2f} = "
-    f"{blog_last.ratio:.2f}, **{blog_last.text}**; yours, round by round: {last.median:.2f}, **{last_v.text}**. "
+    f"{blog_last.ratio:.2f}, **{blog_last.text}**; yours, round by round: {last.median_text}, **{last_v.text}**. "
     + (f"The two runs agree on the direction of the last step ({direction(last_v)}). " if same else
        f"The two runs disagree on the direction of the last step (blog: {direction(blog_last)}, yours: "
        f"{direction(last_v)}). ")
     + "The blog's ratios come from single runs, so whether its step-to-step change stands out of its noise "
     "cannot be told from the post."
 )
-
-# %% [markdown]
-# (In the steps table above, the `blog (T4)` and `yours` columns are rounded to two decimals, whatever
-# zeros the display adds: a `yours` of 0.9500 is a median rounded to 0.95.
-# Rounded up, it can look as if it lay above quartiles printed to three digits; in the committed H200 run
-# the last step's 0.90 lies inside its quartiles, 0.894-0.949.)
 
 # %% [markdown]
 # ## Your numbers beside the blog's

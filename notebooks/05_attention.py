@@ -278,20 +278,20 @@ for shape_name, shape in SHAPES.items():
         rows.append({"shape": shape_name, "version": name, "gpu_ms": times[shape_name, name].gpu_ms,
                      "host_ms": times[shape_name, name].host_ms, "launches": times[shape_name, name].launches,
                      "our launches": sum(ours.values()),
-                     "vs SDPA (median)": r.median if r else 1.0,
+                     "vs SDPA (median)": r.median_text if r else "1",  # at its quartiles' digits
                      "quartiles": r.quartiles if r else "-",
                      "verdict": cc.verdict(name).text if r else "reference"})
 timing = pd.DataFrame(rows)
 for shape_name, cc in rounds.items():
     print(f"{shape_name} shape: {cc.clock}, medians of {cc.rounds} shuffled rounds; A/A floor (SDPA against "
-          f"itself) {cc.floor.median:.3f} ({cc.floor.quartiles})")
+          f"itself) {cc.floor.median_text} ({cc.floor.quartiles})")
 if helpers.HAS_GPU:
     print(f"host ms per call: {times['blog', 'sdpa'].host_clock}")
 helpers.show(pd.DataFrame({
     "shape": timing["shape"], "version": timing["version"],
     "GPU ms per call": [helpers.fmt(t.gpu_ms, 4) for t in times.values()],
     HOST: [f"{t.host_ms:.4f}" for t in times.values()],
-    f"vs SDPA ({'GPU' if helpers.HAS_GPU else 'interpreter'} time, median)": timing["vs SDPA (median)"].round(2),
+    f"vs SDPA ({'GPU' if helpers.HAS_GPU else 'interpreter'} time, median)": timing["vs SDPA (median)"],
     "quartiles": timing["quartiles"], "verdict": timing["verdict"],
     "launches per call": timing["launches"], "our launches": timing["our launches"]}))
 
@@ -554,6 +554,14 @@ def times_range(lo, hi):
     return f"{lo:.1f} times" if f"{lo:.1f}" == f"{hi:.1f}" else f"{lo:.1f} to {hi:.1f} times"
 
 
+def more_launches_less_time(v):
+    """A sentence for a version whose call with more launches took less host time: that call first."""
+    more, fewer = sorted(SHAPES, key=lambda s: -times[s, v].launches)
+    return (f"{OWNER[v][0].upper() + OWNER[v][1:]} call with more launches took less host time ({host(more, v):.4f} "
+            f"against {host(fewer, v):.4f} {HOST.removesuffix(' per call')} for {times[more, v].launches:.0f} and "
+            f"{times[fewer, v].launches:.0f} launches). ")
+
+
 def read_launch_prices():
     """The host µs per launch of the six measurements, judged: how wide their range is, how much of it is scatter
     within one version (the same call at two shapes), whether "the same range for every version" held, and how
@@ -568,7 +576,7 @@ def read_launch_prices():
     slow_ours = timing.query("shape == 'qwen' and version == 'slow'")["our launches"].iloc[0]
     text = (f"**The price of a launch.** Host time per call over launches per call (the column above) ranged from "
             f"{price[lo_at]:.1f} µs ({NAMES[lo_at[1]]}, {lo_at[0]} shape) to {price[hi_at]:.1f} µs "
-            f"({NAMES[hi_at[1]]}, {hi_at[0]} shape), a factor of {span:.1f}; by version, in µs: {each}. Each is one "
+            f"({NAMES[hi_at[1]]}, {hi_at[0]} shape), a factor of {span:.2f}; by version, in µs: {each}. Each is one "
             f"host reading of a call's wall time spread evenly over its launches: SDPA's whole host time per call "
             f"(its Python wrapper, PyTorch's checks and dispatch) sits on "
             + ("its single launch" if times["qwen", "sdpa"].launches == 1 else
@@ -584,14 +592,11 @@ def read_launch_prices():
                            and (times["blog", v].launches - times["qwen", v].launches)
                            * (host("blog", v) - host("qwen", v)) < 0]
         text += (f"That is wider than the series' {100 * helpers.PREDICTION_BAR:.0f}% bar, but much of it lies within "
-                 f"one version: {OWNER[widest]} price differs by a factor of {within[widest]:.1f} between the two "
+                 f"one version: {OWNER[widest]} price differs by a factor of {within[widest]:.2f} between the two "
                  "shapes"
                  + (", for the same single launch" if all(times[s, widest].launches == 1 for s in SHAPES) else "")
                  + ". "
-                 + "".join(f"{OWNER[v][0].upper() + OWNER[v][1:]} call with more launches took less host time "
-                           f"({host('blog', v):.3f} "
-                           f"against {host('qwen', v):.3f} ms for {times['blog', v].launches:.0f} and "
-                           f"{times['qwen', v].launches:.0f} launches). " for v in fewer_cost_more)
+                 + "".join(more_launches_less_time(v) for v in fewer_cost_more)
                  + "Single host readings scatter this much, so these six prices cannot say whether the versions "
                    "pay different prices per launch; a per-launch price needs repeated readings, as chapter 2 "
                    "took for its empty launches. ")
@@ -612,7 +617,8 @@ def read_launch_prices():
     mix = {s: (ours[s] * ch2["triton"] + (times[s, "slow"].launches - ours[s]) * ch2["torch"])
               / times[s, "slow"].launches for s in SHAPES}
     loop_ratio = [price[s, "slow"] / mix[s] for s in SHAPES]
-    text += (f"Chapter 2 recorded, in this GPU's results, {ch2['torch']:.2f} µs for a one-element PyTorch op and "
+    text += (f"Chapter 2 recorded, in this GPU's results and on this machine's host clock, {ch2['torch']:.2f} µs "
+             f"for a one-element PyTorch op and "
              f"{ch2['triton']:.2f} µs for an empty Triton launch ({helpers.recorded_when(ch2['time'], helpers.STARTED, 2)}). "
              "The launches of SDPA and the PyTorch ops cost "
              f"{times_range(min(torch_side) / ch2['torch'], max(torch_side) / ch2['torch'])} the PyTorch op; the "
@@ -906,9 +912,9 @@ measured_ms = profile_custom.wall_ms_per_token
 tps_original, tps_slow = comparison.tokens_per_s[helpers.ORIGINAL], comparison.tokens_per_s[SLOW]
 text = (
     f"With the computation inside {n_attention} attention modules swapped, round by round the patched model's "
-    f"generations took **{comparison.ratios[SLOW].median:.2f}x** the original's (quartiles "
+    f"generations took **{comparison.ratios[SLOW].median_text}x** the original's (quartiles "
     f"{comparison.ratios[SLOW].quartiles}), against an A/A floor of "
-    f"{floor.median:.2f} ({floor.quartiles}): **{slowdown.text}**. In tokens/s, prefill included, "
+    f"{floor.median_text} ({floor.quartiles}): **{slowdown.text}**. In tokens/s, prefill included, "
     f"the original ran at {tps_original:.2f} and the patched model at {tps_slow:.2f}, each its own median over the "
     f"{len(comparison.orders)} rounds; their quotient, {tps_original / tps_slow:.2f}, is a different statistic "
     "from the median of per-round ratios, which cancels the host's drift between rounds and is what the verdict "
@@ -966,12 +972,12 @@ text += (
 helpers.md(text)
 
 # %% [markdown]
-# The original's own times here need not match chapter 1's, and only the ratios within this run's rounds
-# are compared. Set them beside chapter 1's anyway (`baseline.wall_ms_per_token` in the results): in the
-# committed H200 run the original here took 31.24 wall ms per decoded token (31.88 tokens/s), against
-# chapter 1's 21.77 (45.71 tokens/s), about 1.4x slower with the model unchanged and its GPU-busy time the
-# same (3.37 against 3.39 ms per token). The host's pace drifts between processes and over a long run of the
-# series, which is why this chapter reads only ratios within one run's rounds.
+# The original's own times here need not match chapter 1's: the host's pace drifts between processes and
+# over a long run of the series, which is why this chapter reads only ratios within one run's rounds. Set
+# them beside chapter 1's anyway (`baseline.wall_ms_per_token` in the results):
+
+# %%
+helpers.md(helpers.beside_baseline(profile_original))
 
 # %% [markdown]
 # ## Takeaway

@@ -175,11 +175,11 @@ ratio, floor = comparison.ratios[CUSTOM], comparison.floor
 helpers.md(
     f"The all-custom model generated **{comparison.tokens_per_s[CUSTOM]:.2f} tokens/s** against "
     f"**{comparison.tokens_per_s[helpers.ORIGINAL]:.2f}** for the original (medians of {len(comparison.orders)} "
-    f"rounds, prefill included). Round by round, against an A/A floor of {floor.median:.2f} "
+    f"rounds, prefill included). Round by round, against an A/A floor of {floor.median_text} "
     f"({floor.quartiles}), its generations were "
     + (f"**{slowdown.text}** than the original's (median of the per-round ratios; quartiles "
        f"{ratio.quartiles})." if slowdown.real else
-       f"{ratio.median:.2f}x the original's time (quartiles {ratio.quartiles}): **within noise** "
+       f"{ratio.median_text}x the original's time (quartiles {ratio.quartiles}): **within noise** "
        f"({slowdown.reason}).")
 )
 
@@ -193,7 +193,7 @@ def read_quotients(comparison, names):
         r = comparison.ratios[name]
         where = "inside" if r.low <= q <= r.high else "outside"
         parts.append(f"for *{name}* the medians' quotient is {q:.3f} and the median per-round ratio "
-                     f"{r.median:.3f}, the quotient {where} the ratio's quartiles ({r.quartiles})")
+                     f"{r.median_text}, the quotient {where} the ratio's quartiles ({r.quartiles})")
     return ("The tokens/s in the table are medians of each configuration's own rounds; the time ratios are "
             "medians of per-round ratios, each time over the original's in the same round. The host's speed "
             "drifts from round to round: a ratio within a round cancels the drift, a quotient of two medians "
@@ -220,11 +220,21 @@ helpers.md(read_quotients(comparison, [helpers.ORIGINAL_AGAIN, CUSTOM]))
 # original's two slots ran at different speeds inside this one process. The original's wall ms per decoded
 # token below comes from one of those slots, so it carries that noise as well as any difference between
 # processes; set beside chapter 1's number, part of the gap may be this process's own noise. The slowdown's
-# verdict already allows for it: its noise threshold is twice the floor's distance from 1, never under 5%. In
-# the committed H200 run the floor was 1.01, about 1% off 1, with its quartiles (0.874-1.11) on both sides of
-# 1: the original's two slots did not differ beyond noise, the threshold stayed at 5%, and 4.39x passed it.
+# verdict already allows for it: its noise threshold is twice the floor's distance from 1, never under 5%.
 # (`helpers.regime`, quoted at the end of the section, calls this wall ms per decoded token the host's time,
 # "host time ... ms", and the GPU-busy ms the GPU's time.)
+
+# %%
+floor_v = comparison.verdict(helpers.ORIGINAL_AGAIN)  # the floor against the 5% minimum alone
+helpers.md(
+    f"Here the A/A floor was {floor.median_text} (quartiles {floor.quartiles}): "
+    + (f"*original (again)* ran **{floor_v.text}** than the original, so the original's two slots ran at different "
+       "speeds in this process. " if floor_v.real
+       else f"within noise ({floor_v.reason}), so the original's two slots did not differ beyond noise. ")
+    + f"The slowdown's noise threshold was {100 * slowdown.noise:.1f}%, and its median, "
+    f"{ratio.median_text}x (quartiles {ratio.quartiles}), read **{slowdown.text}**"
+    + ("." if slowdown.real else f" ({slowdown.reason}).")
+)
 
 # %%
 profiles = {"original": comparison.profile(helpers.ORIGINAL), "custom": comparison.profile(CUSTOM)}
@@ -582,7 +592,7 @@ helpers.md(
     "post's original speed differs from chapter to chapter: " + ", ".join(f"{v:.2f}" for v in blog_originals)
     + " tokens/s, a hint of the noise between runs). "
     f"Yours is the median of {len(comparison.orders)} rounds of {comparison.new_tokens} new tokens: "
-    + (f"{slowdown.text}" if slowdown.real else f"{ratio.median:.2f}x, within noise") +
+    + (f"{slowdown.text}" if slowdown.real else f"{ratio.median_text}x, within noise") +
     f" (quartiles {ratio.quartiles}). "
     + ("The two factors come from different machines, lengths and methods. A faster GPU shrinks the kernels "
        "more than it shrinks the host's cost of launching them, so the share of each token spent waiting for "
@@ -870,8 +880,15 @@ else:
 #   wall time that the GPU was not busy for is time spent waiting for the host to launch.
 # - Greedy decoding amplifies rounding differences: once a near-tie flips, each model continues from a
 #   different token. That is floating-point arithmetic, not an error in either model. Whether a flip comes
-#   depends on the near-ties: in the committed H200 run the generated streams never split over 384 tokens,
-#   though the one-pass check above found the two models' top picks apart at 2 steps.
+#   depends on the near-ties.
+
+# %%
+helpers.md((f"In this run the generated streams never split over {n} tokens" if first < 0 else
+            f"In this run the generated streams split at token {first} of {n}")
+           + f"; the one-pass check above found the two models' top picks apart at {int(flipped.sum())} of its "
+           f"{len(flipped)} steps.")
+
+# %% [markdown]
 # - One decode step drawn on a time axis (on a GPU) shows the same thing as the numbers: short kernels with
 #   gaps between them, where the GPU waits for the host's next launch.
 #
@@ -927,8 +944,8 @@ def beside_recorded(ratio, chapter, ids):
     stamps = pd.to_datetime(pd.Series([rows.loc[i, "time"] for i in needed]), utc=True, errors="coerce")
     when = helpers.recorded_when("" if stamps.isna().any() else str(stamps.min()), helpers.STARTED, chapter)
     off, bar = ratio.median / value - 1, helpers.REPRODUCE_BAR
-    print(f"re-measured in this process: {ratio.median:.3g}x (quartiles {ratio.quartiles}); chapter {chapter} "
-          f"recorded {value:.3g}x for the same call{spread} ({when}). This run's is {100 * abs(off):.0f}% "
+    print(f"re-measured in this process: {ratio.median_text}x (quartiles {ratio.quartiles}); chapter {chapter} "
+          f"recorded {value:.3g}x for the same call{spread} ({when}). This run's is {100 * abs(off):.1f}% "
           f"{'above' if off > 0 else 'below'} it, {'within' if abs(off) <= bar else 'beyond'} the series' "
           f"{100 * bar:.0f}% bar for a re-measured ratio, and chapter {chapter}'s value lies "
           f"{'inside' if ratio.low <= value <= ratio.high else 'outside'} this run's quartiles: the quartiles show "

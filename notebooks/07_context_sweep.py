@@ -153,9 +153,11 @@ for L in lengths:
 table = pd.DataFrame(rows)
 print(f"{N} new tokens per generation, median of {SIZES.rounds_sweep} shuffled rounds per prompt length; "
       "prefill wall ms: wall time of the one-token generation that follows each generation in the same round")
-shown = table.copy()
-for column in ("A/A floor", "prefill A/A floor"):  # three decimals, like their quartiles
-    shown[column] = shown[column].map(lambda v: f"{v:.3f}")
+shown = table.copy()  # every median at its quartiles' digits (Ratio.median_text)
+for column, ratios_ in (("time ratio (x slower)", {L: runs[L].ratios[CUSTOM] for L in lengths}),
+                        ("A/A floor", floors), ("prefill ratio (x slower)", pre_ratios),
+                        ("prefill A/A floor", pre_floors)):
+    shown[column] = [ratios_[L].median_text for L in lengths]
 helpers.show(shown)
 helpers.save_sweep(table, "context_sweep")
 
@@ -189,7 +191,7 @@ def read_floors(runs, lengths, pre_floors):
             + (f", fewer than the {SIZES.rounds} of a single comparison elsewhere in the series: the series' time "
                f"budget does not allow more for {len(lengths)} lengths. " if rounds < SIZES.rounds else ". ")
             + "The original against itself came out at "
-            + ", ".join(f"{L}: {floors[L].median:.3f} ({floors[L].quartiles})" for L in lengths)
+            + ", ".join(f"{L}: {floors[L].median_text} ({floors[L].quartiles})" for L in lengths)
             + ". ")
     out = [L for L in lengths if stood[L].real]
     held = [L for L in lengths if not stood[L].real]
@@ -209,7 +211,7 @@ def read_floors(runs, lengths, pre_floors):
              "here) to count: the trend reading below judges it against the noisier end's floor.")
     pre_stood = {L: helpers.verdict(pre_floors[L]) for L in lengths}
     text += ("\n\nThe prefill has its own A/A floors (the original's one-token generations against its own, round "
-             "by round): " + "; ".join(f"{L}: {pre_floors[L].median:.3f} ({pre_floors[L].quartiles}), "
+             "by round): " + "; ".join(f"{L}: {pre_floors[L].median_text} ({pre_floors[L].quartiles}), "
                                        f"{pre_stood[L].text}" for L in lengths) + ". ")
     pre_out = [L for L in lengths if pre_stood[L].real]
     if not pre_out:
@@ -291,14 +293,14 @@ trends = {q: read_trend(points, fl, WALL, SWEEP) if WALL in q else read_trend(po
           for q, (points, fl) in series.items()}
 dec_verdicts = {L: helpers.verdict(runs[L].decode_ratio(CUSTOM), dec_floors[L]) for L in lengths} if decodable else {}
 helpers.show(pd.DataFrame([
-    {"quantity": q, "median at each prompt length": t.points, "last / first": round(t.change.median, 3),
+    {"quantity": q, "median at each prompt length": t.points, "last / first": t.change.median_text,
      "quartile bounds": t.change.quartiles, "noise threshold": f"{100 * t.verdict.noise:.0f}%",
      "verdict (last / first)": t.verdict.text, "reading": t.word} for q, t in trends.items()]))
 ratio_trend = trends["time ratio, all custom / original"]
 gen_o, gen_c = trends["generation wall ms, original"], trends["generation wall ms, all custom"]
 pre_o, pre_c = trends["prefill wall ms, original"], trends["prefill wall ms, all custom"]
 pre_trend = trends["prefill ratio, all custom / original"]
-floor_words = lambda fl: ", ".join(f"{L}: {fl[L].median:.3f} ({fl[L].quartiles})" for L in lengths)
+floor_words = lambda fl: ", ".join(f"{L}: {fl[L].median_text} ({fl[L].quartiles})" for L in lengths)
 helpers.md(
     f"**The ratio.** From a {lengths[0]}-token to a {lengths[-1]}-token prompt, the all-custom model's time over "
     f"the original's **{ratio_trend.text}**. Every point: {ratio_trend.points}; the verdict at each length, "
@@ -363,15 +365,36 @@ helpers.md(read_drift(series, trends, lengths))
 # A caution on any drift reading just above (where one is made). It leans on the original's prefill
 # showing "no consistent trend", and that phrase need not mean a flat line: it can be a median that moved
 # while the rounds spread too widely to call it (see *prefill wall ms, original* in the trend table: its
-# median at each length, and its quartile bounds; in the committed H200 run it moved from 29.5 to 25.9 wall
-# ms between 128 and 1024 tokens, 0.877x, and still read as no consistent trend). Set that row's medians
-# beside those of *wall ms per decoded token, original*. Where the prefill's median moved by about as much,
-# at the same step, this sweep cannot tell drift from context, and a reading that points to drift is a
-# hint, not a finding. In the committed H200 run the two moved together: both rose from 256 to 512 tokens
-# (27.4 to 32.1 and 23.5 to 29.8 wall ms) and both fell from 512 to 1024. Only where the
+# median at each length, and its quartile bounds). Set that row's medians beside those of *wall ms per
+# decoded token, original*. Where the prefill's median moved by about as much, at the same step, this sweep
+# cannot tell drift from context, and a reading that points to drift is a hint, not a finding. Only where the
 # prefill's median stayed flat while the decode times rose does the reading carry weight. The one test
 # that separates the two is to run the lengths again in another order (longest first): drift follows the
 # clock, a context effect follows the length.
+
+# %%
+def moved_together():
+    """The original's prefill from the first length to the last, and the steps between neighbouring lengths where
+    it and the original's wall ms per decoded token both moved the same way by helpers.MIN_EFFECT or more."""
+    pre = [series["prefill wall ms, original"][0][L].median for L in lengths]
+    text = (f"In this run the original's prefill {pre_o.text} (last over first: {pre_o.change.median_text}x, "
+            f"{lengths[0]} to {lengths[-1]} tokens). ")
+    if not decodable:
+        return text + "There is no per-token decode reading to set beside it."
+    dec = [series["wall ms per decoded token, original"][0][L].median for L in lengths]
+    same = [f"{lengths[i]} to {lengths[i + 1]} tokens (prefill {pre[i]:.1f} to {pre[i + 1]:.1f}, per decoded token "
+            f"{dec[i]:.1f} to {dec[i + 1]:.1f} {WALL})" for i in range(len(lengths) - 1)
+            if (pre[i + 1] / pre[i] - 1) * (dec[i + 1] / dec[i] - 1) > 0
+            and min(abs(pre[i + 1] / pre[i] - 1), abs(dec[i + 1] / dec[i] - 1)) >= helpers.MIN_EFFECT]
+    if not same:
+        return text + (f"No step moved both it and the per-token decode time the same way by "
+                       f"{100 * helpers.MIN_EFFECT:.0f}% or more.")
+    return text + (f"Both moved the same way by {100 * helpers.MIN_EFFECT:.0f}% or more from " + "; ".join(same)
+                   + f": at {'that step' if len(same) == 1 else 'those steps'} drift and context cannot be told apart, "
+                   "and a drift reading is a hint, not a finding.")
+
+
+helpers.md(moved_together())
 
 # %%
 fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(16, 4.5))
@@ -571,21 +594,25 @@ def prefill_against_decode(launch_bound_only=False):
     if not decodable:
         return ""
     pre, dec = runs[long_prompt].prefill_ms(ORIGINAL), runs[long_prompt].decode_ms(ORIGINAL).median
-    text = (f" At {long_prompt} prompt tokens the original's prefill took {pre:.1f} {WALL}, {pre / dec:.2f}x the "
-            f"{dec:.1f} {WALL} of one of its decoded tokens")
+    v = helpers.verdict(pre / dec)  # two medians: the 5% rule alone
+    text = (f" At {long_prompt} prompt tokens the original's prefill took {pre:.1f} {WALL}, against {dec:.1f} {WALL} "
+            "for one of its decoded tokens: ")
     if pre / dec < 2:
-        return text + (f": one pass over {long_prompt} tokens cost about what a pass over one token does, so the "
-                       "prefill's wall time is set by the kernels it launches, the same number at every length, and "
-                       "its growing work hides behind them.")
+        return text + (("within noise, about what a pass over one token costs" if not v.real else
+                        f"{v.text} than one decoded token" + (", but not twice as long" if v.ratio > 1 else ""))
+                       + ", so the prefill's wall time is set mostly by the kernels it launches, the same number at "
+                       "every length, and its growing work hides behind them.")
     if launch_bound_only:
         return ""
-    return text + ": at the longest prompt its work, not its launches alone, shows in its wall time."
+    return text + (f"{v.text} than one decoded token, twice as long or more: at the longest prompt its work, not "
+                   "its launches alone, shows in its wall time.")
 
 
 long_prompt = lengths[-1]
 if pre_o.word == "grew":
-    prefill_words = (f"The original's prefill {pre_o.text}: the context length entered through the prefill, whose "
-                     "work grows with the prompt while its kernel count does not.")
+    prefill_words = (f"The original's prefill {pre_o.text}: a longer context costs the prefill the most work, so this "
+                     "is where it would show, though drift between the lengths can move it too (see *Context or "
+                     "drift?* above).")
 elif pre_o.word == "shrank":
     prefill_words = (f"The original's prefill {pre_o.text}, against the prediction: in this run a longer prompt "
                      "did not cost more wall time." + prefill_against_decode()

@@ -284,6 +284,8 @@ CONFIGS = {name: re.sub(r"\W+", "_", name).strip("_").lower()
 # the launch budget's base (the original's measured time) and its one fit (the in-situ factor, on the all-custom model)
 FITTED = (helpers.ORIGINAL, helpers.REPRODUCE_CONFIGS["full.slowdown"][0])
 BAR = helpers.PREDICTION_BAR  # a prediction within 20% of the measured wall ms per token holds
+
+
 YOURS = {"full": f"yours ({helpers.SLUG})", "quick": f"yours ({helpers.SLUG}, quick mode)",
          "cpu": "yours (CPU mode)"}[helpers.MODE]
 comparison, budget = None, None
@@ -476,7 +478,8 @@ def read_order(source):
     a, b = swaps.loc[ALL_PROJ, source], swaps.loc[ATT_MLP, source]
     if a != a or b != b:
         return f"*{source}*: not both measured"
-    words = f"*{source}*: {a:.2f}x against {b:.2f}x ({'lower' if a < b else 'higher' if a > b else 'equal'})"
+    a3, b3 = round(a, 3), round(b, 3)  # the order as printed
+    words = f"*{source}*: {a:.3f}x against {b:.3f}x ({'lower' if a3 < b3 else 'higher' if a3 > b3 else 'equal'})"
     if source == THIS_RUN:  # the same rounds: the quotient of the two, round by round, with the run's floor
         both = helpers.Ratio.of([x / y for x, y in zip(comparison.ratios[ALL_PROJ].values,
                                                        comparison.ratios[ATT_MLP].values)])
@@ -579,7 +582,8 @@ if REMEASURE:
           f"per decoded token (measured); in-situ factor, fitted on {FITTED[1]}: {launch_budget.in_situ:.3f} x what "
           "the swaps add at prices alone; predicted = max(host, GPU-busy)"
           + ("" if helpers.HAS_GPU else "; CPU mode: no GPU time counted ('-')"))
-    helpers.show(budget.assign(**{"error %": budget["error %"].map(lambda v: f"{v:+.1f}")}))  # one decimal, signed
+    # the error % as the text writes it (helpers.signed_pct), the % sign in the header
+    helpers.show(budget.assign(**{"error %": budget["error %"].map(lambda v: helpers.signed_pct(v)[:-1])}))
 
     # the price list: the original's modules that ours replace (priced in the original's rounds), then each kind of
     # module of ours, priced in the fitted all-custom model where it calls it, else in the first configuration that
@@ -748,7 +752,7 @@ if budget is not None:
 # %%
 def described(r):
     return (f"*{r['configuration']}* (predicted {r['wall ms per token (predicted)']:.2f}, measured "
-            f"{r['wall ms per token (measured)']:.2f} wall ms per token, {r['error %']:+.1f}%)")
+            f"{r['wall ms per token (measured)']:.2f} wall ms per token, {helpers.signed_pct(r['error %'])})")
 
 
 def listing(names):
@@ -822,8 +826,9 @@ if budget is not None:
         if below:
             text += (listing(below) + " came out below chapter 2's empty Triton launch, which "
                      "was timed in another process. ")
-    factor_words = ("dearer there than" if launch_budget.in_situ > 1 else "cheaper there than"
-                    if launch_budget.in_situ < 1 else "the same there as")
+    shown_factor = round(launch_budget.in_situ, 2)  # compared as printed: 1.004 reads 1.00, the same
+    factor_words = ("dearer there than" if shown_factor > 1 else "cheaper there than" if shown_factor < 1 else
+                    "the same there as")
     text += (f"Fitted on *{FITTED[1]}*, the in-situ factor is **{launch_budget.in_situ:.2f}**: inside the model the "
              f"swaps added {launch_budget.in_situ:.2f}x what they add at {PRICE_CLOCK} prices alone, "
              f"{factor_words} on their own. ")
@@ -893,7 +898,7 @@ def read_reproduced(again):
         lo, hi = (float(x) for x in r["quartiles"].split("-"))
         inside = lo <= committed <= hi
         outside += not inside
-        line += (f"; {source} recorded {committed:.3f} ({r['deviation %']:+.1f}%, "
+        line += (f"; {source} recorded {committed:.3f} ({helpers.signed_pct(r['deviation %'], helpers.REPRODUCE_BAR)}, "
                  + (f"{bar}" if r.get(bar) == "yes" else f"not {bar}") + ", "
                  + ("inside" if inside else "outside") + " this run's quartiles)")
         older = recorded(h200_table, r["id"])
@@ -1054,6 +1059,13 @@ def read_fixes(fixes, original_ms, source):
             f"{words(start['verdict against the original'], start['x the original'], 'the original')}, at "
             f"{start['wall ms per decoded token']:.2f} wall ms per decoded token against the original's "
             f"{original_ms:.2f} ({added:+.2f} wall ms). ")
+    if source == YOURS and comparison is not None and fixes.index[0] in comparison.ratios:  # timed here too
+        r, theirs = comparison.ratios[fixes.index[0]], start["x the original"]
+        text += (f"This chapter's own comparison, another process, measured *{fixes.index[0]}* at {r.median_text}x the "
+                 f"original's time per generation (quartiles {r.quartiles}), "
+                 f"{profiles[fixes.index[0]].wall_ms_per_token:.2f} wall ms per decoded token; chapter 9's "
+                 f"{four(theirs)}x lies {'inside' if r.low <= theirs <= r.high else 'outside'} those quartiles. This "
+                 "section subtracts only chapter 9's own numbers. ")
     parts = []
     for name, r in fixes.iloc[1:].iterrows():
         v = r["verdict against the step before"]
@@ -1074,8 +1086,8 @@ def read_fixes(fixes, original_ms, source):
              f"{words(last['verdict against the original'], last['x the original'], 'the original')}, at "
              f"{last['wall ms per decoded token']:.2f} wall ms per decoded token. The wall ms per token all come from "
              "one comparison, so they can be subtracted"
-             + ("; the staircase ends below the original's wall ms per decoded token, so the shares add up to "
-                "more than 100%."
+             + ("; the staircase ends below the original's wall ms per decoded token, so the shares in the table's "
+                "column add up to more than 100%."
                 if last["wall ms per decoded token"] < original_ms else "."))
     net = start["wall ms per decoded token"] - last["wall ms per decoded token"]
     shared = any(v.endswith("faster") and won > 0 for v, won in
@@ -1262,12 +1274,12 @@ if busy_ms is not None:
             f"wall ms per decoded token ({share:.0f}%, {where}).")
     if where.startswith("this chapter") and first_chapter and first_chapter[1] == s:
         (busy, wall), _ = first_chapter
-        moved = abs(wall.value / wall_ms - 1) > helpers.REPRODUCE_BAR
+        moved = helpers.verdict(wall.value / wall_ms)  # one value each: a direction only where it stands out
         text += (f" Chapter 1, another process, recorded {busy.value:.2f} GPU-busy ms of {wall.value:.2f} wall ms "
                  f"({100 * busy.value / wall.value:.0f}%)"
                  + (f": its wall time was {abs(100 * (wall.value / wall_ms - 1)):.0f}% "
                     f"{'lower' if wall.value < wall_ms else 'higher'} than this chapter's."
-                    if moved else "."))
+                    if moved.real else "."))
     lessons.append(text)
 if (g := have("attention.sdpa_ms", "attention.slow_ms", "attention.slow_launches")):
     (sdpa, slow, launches), s = g
@@ -1363,7 +1375,7 @@ def read_chapter9_predictions(ch9):
     misses = ch9[~ch9["within"]]
     if not len(misses):
         return text
-    text += " Missed: " + ", ".join(f"*{r['configuration']}* ({r['error %']:+.1f}%, {r['how']})"
+    text += " Missed: " + ", ".join(f"*{r['configuration']}* ({helpers.signed_pct(r['error %'])}, {r['how']})"
                                    for r in misses.to_dict("records")) + "."
     if "predicted saving" in ch9:
         gaps = eager.dropna(subset=["predicted saving"])
@@ -1410,7 +1422,7 @@ if budget is not None:
             f"{100 * BAR:.0f}% of their measured wall ms per decoded token (this chapter's table, {YOURS}"
             + ("" if helpers.HAS_GPU else "; CPU mode: interpreter time, a check of the method only") + ")")
     if len(misses):
-        text += "; it missed " + ", ".join(f"*{r['configuration']}* ({r['error %']:+.1f}%)"
+        text += "; it missed " + ", ".join(f"*{r['configuration']}* ({helpers.signed_pct(r['error %'])})"
                                            for r in misses.to_dict("records"))
     text += "."
     if ch9 is not None:
@@ -1432,7 +1444,7 @@ if context_reading:
     s, lengths, ratios, trend = context_reading
     n = len(lessons) + 1
     helpers.show(pd.DataFrame([{"source": s, "median at each prompt length": trend.points,
-                                "last / first": round(trend.change.median, 3),
+                                "last / first": trend.change.median_text,  # at its quartile bounds' digits
                                 "quartile bounds": trend.change.quartiles,
                                 "noise threshold": f"{100 * trend.verdict.noise:.0f}%",
                                 "verdict (last / first)": trend.verdict.text, "reading": trend.word}]))
@@ -1463,13 +1475,14 @@ if chapter9:  # what chapter 9's fixes won back (the section above), from the so
     last = fixes.iloc[-1]
     cite(n, f"{fixes.index[-1]} / original, per generation (chapter 9)", last["x the original"], "x (wall)",
          last["verdict against the original"], source9)
-    won = steps[steps["verdict against the step before"].str.endswith("faster") & (steps[WON] > 0)]
+    faster_steps = steps[steps["verdict against the step before"].str.endswith("faster")]
+    won = faster_steps[faster_steps[WON] > 0]  # faster, and its wall ms per decoded token fell: the top fix's pool
     ended = last["verdict against the original"]
     title = ("The way back ends faster than the original." if ended.endswith("faster") else
-             "The fixes won time back." if len(won) else
+             "The fixes won time back." if len(faster_steps) else
              "The fixes did not stand out of the noise here.")
-    text = (f"**{title}** Of chapter 9's {len(steps)} fixes, {len(won)} made a generation faster than the step "
-            f"before beyond the noise (recorded by chapter 9, {source9})")
+    text = (f"**{title}** Of chapter 9's {len(steps)} fixes, {len(faster_steps)} made a generation faster than "
+            f"the step before beyond the noise (recorded by chapter 9, {source9})")
     if len(won):
         top = won[WON].idxmax()
         text += (f"; the one that won back the most wall time per decoded token was *{top}*, "
@@ -1549,7 +1562,7 @@ if comparison is not None:
     if budget is not None:
         b = budget.set_index("configuration").loc[ALL_PROJ]
         line += (f" The launch budget had predicted {b['wall ms per token (predicted)']:.2f} wall ms per decoded "
-                 f"token for it ({b['error %']:+.1f}%).")
+                 f"token for it ({helpers.signed_pct(b['error %'])}).")
     lines = [line]
     if helpers.HAS_GPU:
         share = c.gpu_busy_ms_per_token / o.wall_ms_per_token
@@ -1566,12 +1579,18 @@ if comparison is not None:
     original_graph = next(n for n, kw in helpers.BESIDE_STAIRCASE.items() if kw == {"decoder": "graph"})
     graph_runs = {label: have(*(f"{FIXES}.{step_tag(name)}.{k}" for k in ("wall_ms_per_token", "gpu_busy_ms_per_token")))
                   for label, name in (("the original", original_graph), ("the fast model", STEP_NAMES[-1]))}
-    measured_graphs = [f"{label} replayed from a CUDA graph took {g[0][0].value:.2f} wall ms per decoded token against "
-                       f"its {g[0][1].value:.2f} GPU-busy ms, {g[0][0].value / g[0][1].value:.2f}x ({g[1]})"
-                       for label, g in graph_runs.items() if g]
-    if measured_graphs:
-        lines.append("- **Chapter 9 measured that floor**: " + "; ".join(measured_graphs) + ". What a graph step "
-                     "costs above its GPU-busy time is the host's part that one graph launch per token still leaves.")
+    graph_runs = {label: (g[0][0].value, g[0][1].value, g[1]) for label, g in graph_runs.items() if g}  # wall, busy
+    if graph_runs:
+        below = [label for label, (w, b, _) in graph_runs.items() if w < b]
+        lines.append("- **Chapter 9 measured that floor**: " + "; ".join(
+            f"{label} replayed from a CUDA graph took {w:.3f} wall ms per decoded token against its {b:.3f} GPU-busy "
+            f"ms, {w / b:.3f}x ({s})" for label, (w, b, s) in graph_runs.items()) + ". " + (
+            f"For {' and '.join(below)} that is below the GPU-busy time, which a token's wall time cannot be: the "
+            "wall ms per token come from the difference of two generations (all the new tokens, and one) and the "
+            "GPU-busy ms from a separate profiled run, so at " + ", ".join(f"{graph_runs[k][0]:.2f}" for k in below)
+            + " wall ms per token the two agree only within that noise." if below else
+            "What a graph step costs above its GPU-busy time is the host's part that one graph launch per token "
+            "still leaves."))
     helpers.md("\n".join(lines))
 else:
     helpers.md("`REMEASURE = False`: the road ahead reads this chapter's comparison, which was skipped.")
@@ -1597,9 +1616,9 @@ helpers.show(readable(every.assign(yours=every["yours"].astype(float), h200=ever
 #
 # - Put every measurement in one table, with the machine it came from and, for a ratio, its spread and
 #   verdict. Ratios measured within one comparison travel between machines far better than raw tokens/s,
-#   but even a ratio moves between processes by more than its quartiles (the re-measure section reads how
-#   many came back within the series' bar). A ratio that is "within noise" stays so in every reading built
-#   on it.
+#   but a ratio can move between processes by more than its quartiles (the re-measure section counts how
+#   many recorded values fell outside this run's quartiles and how many came back within the series' bar).
+#   A ratio that is "within noise" stays so in every reading built on it.
 # - A decoded token's wall time at batch size 1 is a launch budget: the original's own time, plus for every
 #   call swapped our call's price on its own minus the price on its own of the original's call it replaces,
 #   times one in-situ factor; the token takes the longer of that host work and the GPU-busy time. One number

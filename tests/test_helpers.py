@@ -794,6 +794,32 @@ def test_a_comparison_records_its_ratio_with_quartiles_and_verdict(tiny, tmp_pat
     assert "A/A floor 1.000" in row["note"]
 
 
+@pytest.mark.parametrize("error, bar, sign, text", [
+    (-20.04, 0.20, "+", "-20.04%"),   # a miss must not print as the bar itself
+    (-19.996, 0.20, "+", "-19.996%"),  # nor a hit
+    (20.0, 0.20, "+", "+20.0%"),      # exactly on the bar holds, and says so in one decimal
+    (12.34, 0.20, "+", "+12.3%"),
+    (10.04, 0.10, "", "10.04%"),      # any bar; '' signs only negatives
+])
+def test_signed_pct_keeps_a_miss_from_reading_as_the_bar(error, bar, sign, text):
+    assert helpers.signed_pct(error, bar, sign) == text
+
+
+def test_beside_baseline_says_when_chapter_1_recorded_and_whose_the_difference_is(tmp_path, monkeypatch):
+    monkeypatch.setattr(helpers, "RESULTS_DIR", tmp_path)
+    profile = helpers.DecodeProfile(launches_per_token=300, gpu_busy_ms_per_token=3.0, wall_ms_per_token=30.0,
+                                    gpu_idle_fraction=0.9, project_launches_per_token=0, tokens_profiled=8)
+    assert "No run has recorded" in helpers.beside_baseline(profile)
+    helpers.record("baseline.wall_ms_per_token", 20.0, "ms")
+    helpers.record("baseline.gpu_busy_ms_per_token", 3.01, "ms")
+    text = helpers.beside_baseline(profile)
+    assert "before this chapter started, in another process" in text or "while this chapter ran" in text
+    assert "1.50x slower here" in text and "so the difference is the host's" in text
+    helpers.record("baseline.wall_ms_per_token", 30.3, "ms")  # the same pace: no direction, no host story
+    text = helpers.beside_baseline(profile)
+    assert text.endswith(").") and "within noise" in text and "host's" not in text
+
+
 # --- Reproduce ----------------------------------------------------------------------------------
 def test_reproduce_sets_a_kernel_ratio_beside_the_committed_one(tmp_path):
     import pandas as pd
