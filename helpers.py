@@ -1560,7 +1560,7 @@ def signed_pct(error_pct: float, bar: float = PREDICTION_BAR, sign: str = "+") -
     digits = 1
     while digits < 3 and abs(error_pct) != 100 * bar and f"{abs(error_pct):.{digits}f}" == f"{100 * bar:.{digits}f}":
         digits += 1
-    return f"{error_pct:{sign}.{digits}f}%"
+    return f"{error_pct if round(error_pct, digits) else 0.0:{sign}.{digits}f}%"  # never '-0.0%'
 
 
 @dataclass

@@ -727,7 +727,7 @@ def spread_reading() -> str:
             f"{f'{num(without)} µs' if without else 'none'} without {first}; the two empty launches differ by "
             f"{num(gap)} µs, ")
     if gap > widest:
-        return text + f"more than either, so the ranking holds without {first} too."
+        return text + f"more than either, so the ranking does not rest on the readings at {first}."
     if gap <= without or without == 0.0:  # no spread left without the first size: no ranking either
         return text + f"no more than the widest spread, and without {first} the two stay unranked too."
     return text + (f"within {num(widest)} µs but beyond {num(without)} µs: \"neither launch the dearer\" rests on "

@@ -761,7 +761,7 @@ helpers.md(text)
 # Two things to know before reading the figure below. Nearby labels are moved down a line at a time until they
 # no longer overlap, so a decode-shape label can sit beside another tile's dot or below every dot: take each
 # tile's time from the sweep's table above, not from where its label lands (the reading under the figure names
-# the lowest, the default and the highest decode point with their times). And on a GPU whose `tl.dot` runs on
+# the lowest, the default and the highest tile at the decode shape with their times). And on a GPU whose `tl.dot` runs on
 # the tensor cores, as an H200's does, our kernel's roof is the solid line: a model-shape point that lands near
 # the dashed FMA roof lands there by coincidence. The dashed roof binds only where `tl.dot` compiles to FMA, as
 # on a T4.
@@ -885,9 +885,8 @@ def read_roofline(points):
     flops_d = work(decode_shape)[0]
     point = lambda t: f"{t} ({us(sweep.ms[t])} {SHORT} µs, {sig(flops_d / sweep.ms[t] / 1e9)} TFLOP/s)"
     model_tflops = reached["model shape"]
-    text += (f"**The labels.** At the decode shape, with the times of the sweep's table, the lowest point is "
-             f"{point(worst['tile'])}, the "
-             f"default {point(DEFAULT)}, the highest {point(best['tile'])}. At the model shape the default tile's "
+    text += (f"**The labels.** At the decode shape, with the times of the sweep's table, the lowest tile is "
+             f"{point(worst['tile'])}, the default {point(DEFAULT)}, the highest tile {point(best['tile'])}. At the model shape the default tile's "
              f"{sig(model_tflops)} TFLOP/s "
              + (f"passed this GPU's FMA peak of {fma:g}, which only the tensor cores allow." if model_tflops > fma
                 else f"stayed under this GPU's FMA peak of {fma:g}."))

@@ -1218,6 +1218,7 @@ if COMPILED:
                   f"(1000 / {wall[FAST_GRAPH]:.2f} wall ms per decoded token, {spread_words}; "
                   f"{comparison.tokens_per_s[FAST_GRAPH]:.0f} tokens/s with the prefill included): "
                   + ("reached: both quartiles of the rounds are at or above it." if slow_q >= 1000 else
+                     "reached by the median, with the slower quartile below it." if fast_rate >= 1000 else
                      "within the rounds' spread of it." if fast_q >= 1000 else f"{fast_rate / 1000:.0%} of the way."))
 else:
     checks.append("- *The graph fast model against transformers' compiled path*: not judged here; transformers' "

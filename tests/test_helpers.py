@@ -800,6 +800,7 @@ def test_a_comparison_records_its_ratio_with_quartiles_and_verdict(tiny, tmp_pat
     (20.0, 0.20, "+", "+20.0%"),      # exactly on the bar holds, and says so in one decimal
     (12.34, 0.20, "+", "+12.3%"),
     (10.04, 0.10, "", "10.04%"),      # any bar; '' signs only negatives
+    (-1e-14, 0.20, "+", "+0.0%"),     # a fitted row's zero, never "-0.0%"
 ])
 def test_signed_pct_keeps_a_miss_from_reading_as_the_bar(error, bar, sign, text):
     assert helpers.signed_pct(error, bar, sign) == text
