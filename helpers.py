@@ -1563,6 +1563,21 @@ def signed_pct(error_pct: float, bar: float = PREDICTION_BAR, sign: str = "+") -
     return f"{error_pct if round(error_pct, digits) else 0.0:{sign}.{digits}f}%"  # never '-0.0%'
 
 
+def graph_wall_against_busy(walls: dict) -> str:
+    """Words for CUDA-graph configurations' wall ms per decoded token against their GPU-busy ms (``{name: (wall,
+    busy)}``, names as the text shows them). A wall below the busy time is no token faster than its kernels: the
+    wall comes from the difference of two generations, the busy time from a separate profiled run, and at about a
+    millisecond per token they agree only within that noise. Above it, the excess is the host's part."""
+    below = [n for n, (w, b) in walls.items() if w < b]
+    if not below:
+        return ("A wall time above the GPU-busy time is the host's part that one graph launch per token, and the "
+                "bookkeeping around it, still leave.")
+    return (", ".join(below) + " measured below the GPU-busy time, which a token's wall time cannot be: the wall ms per "
+            "token come from the difference of two generations (all the new tokens, and one) and the GPU-busy ms from a "
+            "separate profiled run, so at " + ", ".join(f"{walls[n][0]:.2f}" for n in below)
+            + " wall ms per token the two agree only within that noise.")
+
+
 @dataclass
 class LaunchBudget:
     """The launch budget in its simplest form, for one swap: a price per PyTorch launch and one per launch of ours.
@@ -2191,7 +2206,7 @@ def read_trend(points: dict, floors: dict | None = None, unit: str = "x", along:
     steps = [0.0 if max(a, b) / min(a, b) - 1 < v.noise else b - a for a, b in zip(medians, medians[1:])]
     one_way = all(s >= 0 for s in steps) or all(s <= 0 for s in steps)
 
-    def fmt(x, more=0):  # "x" to 3 significant digits (0.176x, 1.71x, 12.3x), other units to 0.1; ``more`` digits on
+    def fmt(x, more=0):  # "x" to 3 significant digits (0.176x, 1.71x, 12.3x), other units to 0.1; plus ``more``
         if unit != "x":
             return f"{x:.{1 + more}f} {unit}"
         places = max(0, 2 - math.floor(math.log10(abs(x)))) if x and math.isfinite(x) else 2

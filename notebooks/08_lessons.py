@@ -1581,16 +1581,10 @@ if comparison is not None:
                   for label, name in (("the original", original_graph), ("the fast model", STEP_NAMES[-1]))}
     graph_runs = {label: (g[0][0].value, g[0][1].value, g[1]) for label, g in graph_runs.items() if g}  # wall, busy
     if graph_runs:
-        below = [label for label, (w, b, _) in graph_runs.items() if w < b]
         lines.append("- **Chapter 9 measured that floor**: " + "; ".join(
             f"{label} replayed from a CUDA graph took {w:.3f} wall ms per decoded token against its {b:.3f} GPU-busy "
-            f"ms, {w / b:.3f}x ({s})" for label, (w, b, s) in graph_runs.items()) + ". " + (
-            f"For {' and '.join(below)} that is below the GPU-busy time, which a token's wall time cannot be: the "
-            "wall ms per token come from the difference of two generations (all the new tokens, and one) and the "
-            "GPU-busy ms from a separate profiled run, so at " + ", ".join(f"{graph_runs[k][0]:.2f}" for k in below)
-            + " wall ms per token the two agree only within that noise." if below else
-            "What a graph step costs above its GPU-busy time is the host's part that one graph launch per token "
-            "still leaves."))
+            f"ms, {w / b:.3f}x ({s})" for label, (w, b, s) in graph_runs.items()) + ". "
+            + helpers.graph_wall_against_busy({label: (w, b) for label, (w, b, _) in graph_runs.items()}))
     helpers.md("\n".join(lines))
 else:
     helpers.md("`REMEASURE = False`: the road ahead reads this chapter's comparison, which was skipped.")

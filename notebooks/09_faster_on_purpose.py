@@ -636,18 +636,11 @@ def read_predictions(judged: pd.DataFrame, source: str) -> str:
                  + ", on the line by construction.")
     graph_rows = [n for n in real.index if graphed(n)]
     if graph_rows:
-        pairs = {n: judged.loc[n, ["measured wall ms per token", "predicted wall ms per token"]] for n in graph_rows}
-        below = [n for n, (w, b) in pairs.items() if w < b]
+        pairs = {f"*{n}*": tuple(judged.loc[n, ["measured wall ms per token", "predicted wall ms per token"]])
+                 for n in graph_rows}
         text += (" For the graph rows the prediction is the GPU-busy time alone: "
-                 + ", ".join(f"*{n}* {w:.3f} wall ms against {b:.3f} GPU-busy ms" for n, (w, b) in pairs.items())
-                 + ". ")
-        text += (", ".join(f"*{n}*" for n in below) + " measured below the GPU-busy time, which a token's wall time "
-                 "cannot be: the wall ms per token come from the difference of two generations (all the new tokens, "
-                 "and one) and the GPU-busy ms from a separate profiled run, so at "
-                 + ", ".join(f"{pairs[n].iloc[0]:.2f}" for n in below) + " wall ms per token the two agree only "
-                 "within that noise." if below else
-                 "A wall time above the GPU-busy time is host time that the graph launch and the bookkeeping around "
-                 "it still cost per token.")
+                 + ", ".join(f"{n} {w:.3f} wall ms against {b:.3f} GPU-busy ms" for n, (w, b) in pairs.items())
+                 + ". " + helpers.graph_wall_against_busy(pairs))
     if any(not graphed(n) for n in misses.index):
         text += " The price list below says where the launch budget's misses come from."
     if not helpers.HAS_GPU:

@@ -806,6 +806,13 @@ def test_signed_pct_keeps_a_miss_from_reading_as_the_bar(error, bar, sign, text)
     assert helpers.signed_pct(error, bar, sign) == text
 
 
+def test_graph_wall_against_busy_explains_a_wall_below_the_gpu_busy_time():
+    above = helpers.graph_wall_against_busy({"*graph*": (1.316, 1.254)})
+    assert above.startswith("A wall time above the GPU-busy time is the host's part") and "cannot be" not in above
+    below = helpers.graph_wall_against_busy({"*graph*": (1.316, 1.254), "*graph fast*": (1.2, 1.3)})
+    assert below.startswith("*graph fast* measured below the GPU-busy time") and "at 1.20 wall ms" in below
+
+
 def test_beside_baseline_says_when_chapter_1_recorded_and_whose_the_difference_is(tmp_path, monkeypatch):
     monkeypatch.setattr(helpers, "RESULTS_DIR", tmp_path)
     profile = helpers.DecodeProfile(launches_per_token=300, gpu_busy_ms_per_token=3.0, wall_ms_per_token=30.0,
