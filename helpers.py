@@ -96,6 +96,31 @@ def pin_cpus(spec: str | None) -> set[int] | None:
 
 PINNED_CPUS = pin_cpus(os.environ.get("SLOWER_PIN_CPUS", "").strip())
 
+
+def profiler_teardown(environ, cuda_version: str | None) -> bool:
+    """Have every torch.profiler session detach NVIDIA's CUPTI from this process when it stops.
+
+    By default Kineto (torch.profiler's engine) leaves CUPTI attached after a profile ends unless the
+    environment says ``TEARDOWN_CUPTI=1`` (pytorch/pytorch#144455; the fix proposed in #146604 measured
+    training 10-20% slower after a profile). Attached, CUPTI adds host time to every later kernel launch, so
+    a chapter that counts launches with the profiler before its timed rounds would time a slower host, and
+    compress its swaps' ratios, against a process that has not profiled. Sets ``TEARDOWN_CUPTI=1`` in
+    ``environ`` unless it is already set (a user's choice stands) or the CUDA build is older than 12.6, where
+    PyTorch itself turns teardown off next to CUDA graphs (re-attaching crashed there). Returns whether
+    profiles now detach CUPTI (False without a CUDA build: there is no CUPTI).
+    """
+    from packaging.version import Version
+
+    if "TEARDOWN_CUPTI" in environ:
+        return environ["TEARDOWN_CUPTI"] == "1"
+    if not cuda_version or Version(cuda_version) < Version("12.6"):
+        return False  # no CUPTI in a CPU build; before 12.6, PyTorch's own rule
+    environ["TEARDOWN_CUPTI"] = "1"
+    return True
+
+
+PROFILER_TEARDOWN = profiler_teardown(os.environ, torch.version.cuda)
+
 import kernels  # noqa: E402  (after TRITON_INTERPRET is settled)
 
 DEVICE = torch.device("cuda" if HAS_GPU else "cpu")
@@ -241,7 +266,8 @@ def env_info() -> dict:
         info.update(compute_capability="-", memory_gib="-", cuda="-")
     info.update(python=platform.python_version(), torch=torch.__version__, triton=triton.__version__,
                 transformers=transformers.__version__,
-                pinned=f"cores {','.join(map(str, sorted(PINNED_CPUS)))}" if PINNED_CPUS else "no")
+                pinned=f"cores {','.join(map(str, sorted(PINNED_CPUS)))}" if PINNED_CPUS else "no",
+                cupti_teardown=("yes" if PROFILER_TEARDOWN else "no") if HAS_GPU else "-")  # profiler_teardown
     return info
 
 
@@ -1209,7 +1235,15 @@ def check_answer(answer: str | None, ratio: "Ratio | float", floor: "Ratio | Non
     measured = "same" if not v.real else "slower" if v.ratio > 1 else "faster"
     r = ratio if isinstance(ratio, Ratio) else Ratio.of([ratio])
     # a real difference in the verdict's own words ("1.10x slower"); within noise, the ratio itself beside the rule
-    said = f"{change}: " + (v.text if v.real else f"{r.median_text}x the time (within noise; {v.reason})")
+    if v.real:  # the verdict's own words; a speed-up beside the time ratio its quartiles describe
+        said = f"{change}: " + (v.text if v.ratio > 1 else f"time ratio {r.median_text} ({v.text})")
+    else:  # enough digits that a median inside the threshold does not print as the threshold itself (1.045, not 1.05)
+        shown, edges = r.median_text, (1 + v.noise, 1 / (1 + v.noise))
+        places = len(shown.partition(".")[2])
+        while places < 5 and any(float(shown) == round(e, places) for e in edges):
+            places += 1
+            shown = f"{r.median:.{places}f}"
+        said = f"{change}: {shown}x the time (within noise; {v.reason})"
     if len(r.values) > 1:
         said += f"; quartiles {r.quartiles} over {len(r.values)} rounds"
     said += f"; A/A floor {floor.median:.3f}" if floor is not None else ""
@@ -1309,6 +1343,48 @@ def ms_per_call(fn) -> float:
     """The clock ``compare_calls`` uses: GPU time (``gpu_ms_per_call``) on a GPU, interpreter wall time
     (one synchronised loop) in CPU mode."""
     return gpu_ms_per_call(fn) if HAS_GPU else host_ms_per_call(fn, repeats=1)
+
+
+GRAPH_GAP_KERNELS = 200  # one-element adds in a row: the graph that graph_kernel_gap_us times
+
+
+def graph_kernel_gap_us(kernels: int = GRAPH_GAP_KERNELS) -> float | None:
+    """GPU µs per kernel that a CUDA-graph replay spends beyond the kernels' own run time: from one kernel's end
+    to the next one's start, with no host launch in between. None in CPU mode, where there is no GPU.
+
+    Replayed from a graph, a decode step's 500-1,850 kernels still start one after another on the GPU; their
+    summed kernel time (the profiler's GPU-busy ms) leaves these gaps out. Measured on ``kernels`` one-element
+    in-place adds in a row: their GPU time per call (``gpu_ms_per_call``, CUDA-graph replay) minus their summed
+    kernel time (``torch.profiler``), over ``kernels``. A negative value says the profiler's kernel times already
+    cover what the graph spends (no gap to add)."""
+    if not isinstance(kernels, int) or kernels < 1:
+        raise ValueError(f"kernels must be a positive int, got {kernels!r}")
+    if not HAS_GPU:
+        return None
+    x = torch.zeros(1, device=DEVICE, dtype=DTYPE)
+
+    def adds():
+        for _ in range(kernels):
+            x.add_(1)
+
+    with torch.no_grad():
+        replay_ms = gpu_ms_per_call(adds)
+        counted, busy_ms = _kernel_stats(adds)
+    if counted != kernels:
+        raise RuntimeError(f"graph_kernel_gap_us: the profiler saw {counted} kernels for {kernels} adds")
+    return 1e3 * (replay_ms - busy_ms) / kernels
+
+
+def graph_step_ms(gpu_busy_ms: float, kernels: float, gap_us: float) -> float:
+    """Predicted wall ms of a decode step replayed from a CUDA graph: the host launches one graph and is out of
+    the way, so the step takes the GPU's time, its kernels' own (``gpu_busy_ms``) plus one gap per kernel
+    (``graph_kernel_gap_us``)."""
+    for name, value in (("gpu_busy_ms", gpu_busy_ms), ("kernels", kernels), ("gap_us", gap_us)):
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+            raise ValueError(f"{name} must be a finite number (a GPU profile's; CPU mode has none), got {value!r}")
+    if gpu_busy_ms < 0 or kernels < 0:
+        raise ValueError(f"gpu_busy_ms and kernels must be >= 0, got {gpu_busy_ms!r} and {kernels!r}")
+    return gpu_busy_ms + kernels * gap_us / 1e3
 
 
 def launches_per_call(fn) -> float:
@@ -1570,8 +1646,9 @@ def graph_wall_against_busy(walls: dict) -> str:
     millisecond per token they agree only within that noise. Above it, the excess is the host's part."""
     below = [n for n, (w, b) in walls.items() if w < b]
     if not below:
-        return ("A wall time above the GPU-busy time is the host's part that one graph launch per token, and the "
-                "bookkeeping around it, still leave.")
+        return ("A wall time above the GPU-busy time is time between the kernels, which the GPU-busy sum leaves out: "
+                "the gaps a graph leaves between one kernel's end and the next one's start, and whatever the host "
+                "adds around one graph launch per token.")
     return (", ".join(below) + " measured below the GPU-busy time, which a token's wall time cannot be: the wall ms per "
             "token come from the difference of two generations (all the new tokens, and one) and the GPU-busy ms from a "
             "separate profiled run, so at " + ", ".join(f"{walls[n][0]:.2f}" for n in below)
@@ -1820,7 +1897,11 @@ class Ratio:
         """"low-high" to ``_digits`` significant digits: whether the middle half of the rounds lies on both sides
         of 1 must be readable. 1000 and above whole, without a separator."""
         digits = self._digits
-        return f"{self._text(self.low, digits)}-{self._text(self.high, digits)}"
+        ends = [self._text(v, digits) for v in (self.low, self.high)]
+        if not any("e" in t for t in ends):  # both ends to the same decimals: 0.979-0.980, not 0.979-0.98
+            places = max(len(t.partition(".")[2]) for t in ends)
+            ends = [t if abs(v) >= 1000 else f"{v:.{places}f}" for t, v in zip(ends, (self.low, self.high))]
+        return "-".join(ends)
 
     @property
     def median_text(self) -> str:
@@ -1993,7 +2074,7 @@ class Comparison:
                    "time ratio to original (median)": r.median if r else 1.0,
                    "quartiles": r.quartiles if r else "-",
                    "verdict": (self.verdict(name).text if name != ORIGINAL_AGAIN else
-                               f"A/A floor: {100 * abs(r.median - 1):.0f}% off 1") if r else "reference"}
+                               f"A/A floor: {100 * abs(r.median - 1):.1f}% off 1") if r else "reference"}
             if per_token and self.first_seconds:
                 row["wall ms per decoded token"] = self.wall_ms_per_token(name)[0]
                 if name in self.counts:
@@ -2235,8 +2316,11 @@ def read_trend(points: dict, floors: dict | None = None, unit: str = "x", along:
         reasons.append(f"within noise by the series' rule (its noise threshold here: {100 * v.noise:.0f}% from 1)")
     if not one_way:
         reasons.append("not one way from point to point")
-    return Trend("no consistent trend", f"showed no consistent trend: {span}, {' and '.join(reasons)}", change, v,
-                 every)
+    lo, hi = min(medians[1:-1], default=None), max(medians[1:-1], default=None)  # the points in between
+    between = (f" (the points between ranged from {a_to_b(lo, hi)})" if lo is not None and (lo < min(medians[0], medians[-1]) or
+                                                                          hi > max(medians[0], medians[-1])) else "")
+    return Trend("no consistent trend", f"showed no consistent trend: {span}{between}, {' and '.join(reasons)}",
+                 change, v, every)
 
 
 def read_together(a: Trend, b: Trend, names=("the original", "the custom model")) -> str:
@@ -2423,7 +2507,7 @@ def recorded_when(time, since, chapter) -> str:
     when = f"recorded {stamp:%Y-%m-%d %H:%M} UTC"
     if minutes < 0:
         return f"{when}, while this chapter ran"
-    ago = (f"{minutes:.0f} minutes" if minutes < 120 else f"{minutes / 60:.1f} hours" if minutes < 2880 else
+    ago = ((f"{minutes:.0f} minute" + ("" if f"{minutes:.0f}" == "1" else "s")) if minutes < 120 else f"{minutes / 60:.1f} hours" if minutes < 2880 else
            f"{minutes / 1440:.0f} days")
     text = f"{when}, {ago} before this chapter started, in another process"
     if minutes > SAME_RUN_MINUTES:

@@ -247,7 +247,7 @@ TEACHING_KERNELS = ("add_kernel", "rmsnorm_fused_kernel", "rmsnorm_inv_rms_kerne
 TEACHING_ROW = 1024  # the row kernels at Qwen3-0.6B's hidden size
 # PTX opcode prefixes -> what the instructions do (a program's work, in the words chapters 2-4 use)
 INSTRUCTION_CLASSES = {
-    "tensor-core mma": ("mma.", "wgmma."),
+    "tensor-core mma": ("mma.", "wgmma.mma_async"),  # the multiplies: not wgmma's fence, commit and wait lines
     "fma": ("fma.",),
     "global loads": ("ld.global",),
     "global -> shared copies": ("cp.async",),  # sm_80 on: a load that lands in shared memory, asynchronously

@@ -40,8 +40,9 @@
 # - A **kernel** is one function that runs on the GPU, executed by thousands of threads at once. Adding
 #   two tensors is a kernel; one matrix multiplication is a kernel; a whole transformer layer is dozens.
 # - A **launch** is the act of asking the GPU to run a kernel. Python (through PyTorch) does it from the
-#   CPU: it prepares the arguments, and hands the request to the driver. That host work costs several
-#   microseconds *per launch*, whether the kernel then runs for one microsecond or one second.
+#   CPU: it prepares the arguments, and hands the request to the driver. That host work costs microseconds
+#   to tens of microseconds *per launch* (chapter 2 measures it), whether the kernel then runs for one
+#   microsecond or one second.
 # - **Memory traffic** is the bytes a kernel reads from and writes to the GPU's main memory. For most of
 #   what a language model does at batch size 1, moving bytes, not arithmetic, sets the kernel's speed.
 #   That main memory is DRAM outside the GPU's chip: **HBM** (high-bandwidth memory, stacks of DRAM placed
@@ -158,8 +159,8 @@ helpers.md("\n".join([
      "instruction at a time for all 32 together. A Triton **program** (CUDA calls it a *thread block*) is "
      "`num_warps` warps (Triton's default is 4, so 128 threads) working on one block of the data; it runs on "
      "one SM from start to end. Most warps resident on one SM: "
-     f"{across(lambda s: s['warps per SM (most resident)'])}; so the whole GPU runs at most "
-     f"{across(lambda s: s['SMs'] * s['warps per SM (most resident)'] * 32, ' threads')} at once."),
+     f"{across(lambda s: s['warps per SM (most resident)'])}. Threads resident on the whole GPU at once, at "
+     f"most: {across(lambda s: s['SMs'] * s['warps per SM (most resident)'] * 32)}."),
     ("- **Registers** are each thread's private variables, the fastest storage there is, shared out among "
      "the threads resident on an SM: the more registers a thread needs, the fewer threads fit. Per SM: "
      f"{across(lambda s: s['registers per SM (KiB)'], ' KiB')}."),
@@ -171,15 +172,15 @@ helpers.md("\n".join([
     ("- **Device memory** is the GPU's main memory (HBM or GDDR6, above): "
      f"{across(lambda s: s['memory (GiB)'], ' GiB')}. Its **bandwidth** is the rate at which kernels can "
      f"read and write it: {across(lambda s: s['memory bandwidth (GB/s, nominal)'], ' GB/s')} (nominal). "
-     "Reading one gigabyte therefore takes at least "
+     "The least time to read one gigabyte is therefore: "
      f"{across(lambda s: 1e3 / s['memory bandwidth (GB/s, nominal)'], ' ms')}."),
     ("- **Tensor cores** are units in each SM that multiply small matrices in one instruction (`mma`), fp16 "
      f"in and fp32 accumulated: {across(lambda s: s['fp16 tensor-core TFLOP/s (nominal)'], ' TFLOP/s')} "
      "(nominal). A matmul that does not use them computes with ordinary **FMA** instructions (one fused "
      "multiply-add per thread per instruction), accumulating in fp32: "
-     f"{across(lambda s: s['fp32 FMA TFLOP/s (nominal)'], ' TFLOP/s')}. The tensor cores multiply "
-     f"{across(lambda s: round(s['fp16 tensor-core TFLOP/s (nominal)'] / s['fp32 FMA TFLOP/s (nominal)']), ' times')} "
-     "as fast. Chapters 2 to 4 show which of the two Triton's compiler uses on each GPU."),
+     f"{across(lambda s: s['fp32 FMA TFLOP/s (nominal)'], ' TFLOP/s')}. Tensor-core peak over FMA peak: "
+     f"{across(lambda s: round(s['fp16 tensor-core TFLOP/s (nominal)'] / s['fp32 FMA TFLOP/s (nominal)']), 'x')}. "
+     "Chapters 2 to 4 show which of the two Triton's compiler uses on each GPU."),
     ("- **Occupancy** is, in NVIDIA's definition, the warps resident on an SM over the most it can hold. A "
      "program's warps arrive and leave together, so this series counts it in programs resident per SM, set by "
      f"whichever runs out first: warps, registers or shared memory. A program of {WARPS} warps whose threads need "
@@ -300,7 +301,8 @@ helpers.md(
 # series is **greedy** (always the most likely next token, no sampling) and produces exactly the same
 # number of new tokens: the harness sets `min_new_tokens == max_new_tokens`, so an early end-of-text
 # token cannot shorten a run. The prompt is fixed too (real text with the tokenizer, seeded random ids
-# without one). Here is one such generation, untimed, to see that the model works.
+# without one). Here is one such generation, untimed, to see that the model runs; where the description
+# above says *random weights*, the tokens themselves are meaningless.
 
 # %%
 sizes = helpers.SIZES
@@ -312,7 +314,9 @@ print(f"prompt: {P} tokens, new tokens per generation: {n}")
 if tokenizer is not None:
     print("generated text:", repr(tokenizer.decode(sample)))
 else:
-    print("generated token ids (random weights, no tokenizer):", sample[:16].tolist(), "...")
+    print("generated token ids (no tokenizer):", sample[:16].tolist(), "...")
+if "random weights" in description:  # helpers.load_model's description says which weights these are
+    print("the model runs; with random weights the tokens themselves are meaningless")
 
 # %% [markdown]
 # ## How this series compares two configurations
@@ -379,8 +383,11 @@ print(f"same greedy tokens with and without the cache: {same} of {n}")
 
 # %% [markdown]
 # Now the measurement: the model with its cache (`original`, twice) and without it, in
-# `helpers.SIZES.rounds` shuffled rounds. `profile=[helpers.ORIGINAL]` also asks for the original's
-# launches and GPU-busy time per decoded token, counted after the rounds: we read them in the next section.
+# `helpers.SIZES.rounds` shuffled rounds. Every time in the table is **wall time** of whole generations
+# (prefill included), taken in those shuffled rounds: tokens/s is the new tokens over a generation's wall
+# time, and the time ratio is a generation's wall time over the original's in the same round.
+# `profile=[helpers.ORIGINAL]` also asks for the original's launches and GPU-busy time per decoded token,
+# counted after the rounds: we read them in the next section.
 
 # %%
 comparison = helpers.compare_configs(model, {"no KV cache": {"use_cache": False}}, tokenizer=tokenizer,
@@ -414,8 +421,8 @@ text = (
     f"{tps_again:.1f} tokens/s, {abs(100 * (tps_again / tps_kv - 1)):.0f}% "
     f"{'above' if tps_again > tps_kv else 'below'} the original, which is how far two medians of identical "
     "models fell apart here. Medians of tokens/s set side by side decide nothing; the rounds do. Round by round, a "
-    f"generation without the cache took a median **{r.median:.2f}x** the time of one with it (middle half of the "
-    f"rounds {r.quartiles}), while the original against itself gave {floor.median:.2f} (middle half "
+    f"generation without the cache took a median **{r.median_text}x** the wall time of one with it (middle half of the "
+    f"rounds {r.quartiles}), while the original against itself gave {floor.median_text} (middle half "
     f"{floor.quartiles}): the middle half of the rounds of the very same model reached {100 * floor_spread:.0f}% "
     f"from 1, single rounds up to {100 * floor_farthest:.0f}%. "
     + (f"The A/A pair's own median, {100 * abs(floor.median - 1):.1f}% off 1, stood out beyond the series' "
@@ -475,9 +482,10 @@ helpers.md(text)
 #
 # If the GPU-busy time is much smaller than the wall time, the GPU sits idle most of the time, waiting
 # for the CPU to launch the next kernel. That is what we expect at batch size 1: each layer is dozens of
-# kernels, every launch costs several microseconds of host work, and most kernels move at most a few
-# megabytes, which a modern GPU does in a few microseconds. (The exception is `lm_head`, which reads its
-# whole 151,936 x 1,024 weight, about 311 MB in fp16, once per token.)
+# kernels, every launch costs microseconds to tens of microseconds of host work (chapter 2 measures it),
+# and most kernels move at most a few megabytes, which a modern GPU does in a few microseconds. (The
+# exception is `lm_head`, which reads its whole 151,936 x 1,024 weight, about 311 MB in fp16, once per
+# token.)
 
 # %%
 prof = comparison.profile(helpers.ORIGINAL)  # launches and GPU-busy from the profiler, wall from the rounds
@@ -644,6 +652,8 @@ if prof.gpu_busy_ms_per_token is not None:
     print("  host time = wall ms per decoded token (the rounds); GPU time = GPU-busy ms per decoded token (the profile)")
     kernels_regime, kernels_why = helpers.regime(None, prof.gpu_busy_ms_per_token, step_flops, step_bytes,
                                                  per="decoded token")
+    # helpers.regime ends its reason with the slug ("on h200"): name the GPU instead
+    kernels_why = kernels_why.replace(f" on {helpers.SLUG}", f" on the {helpers.env_info()['gpu']}")
     print(f"the step's kernels alone, the host left out: {kernels_regime} ({kernels_why})")
 
 # %%
@@ -702,7 +712,10 @@ else:
 # `helpers.compare` lines up your run, the committed H200 run of this series, and the blog's T4 figures,
 # with the verdict your run recorded for each ratio. The blog's baseline table did not survive in its
 # text, so its column is empty here; its later chapters quote originals between 22.6 and 23.7 tokens/s
-# on a T4.
+# on a T4. The clocks: the tokens/s rows and the time ratio without the KV cache over with it are wall
+# time of whole generations (prefill included) in the shuffled rounds above; the wall ms per decoded token
+# and the prefill come from the same rounds; the GPU-busy ms and the kernel count from the profile after
+# them.
 
 # %%
 beside = helpers.compare("baseline")
@@ -747,9 +760,9 @@ CPU_CLOCK = "wall time of PyTorch on the CPU (CPU mode)"  # no Triton kernel her
 # %% [markdown]
 # **1. Half the work, the same launch.** Add two vectors of `SIZES.add_n` elements, then only their first
 # halves, and time each call on the **host clock**, calls back to back. Half the bytes, half the arithmetic,
-# but still one launch, whose host price is several microseconds (chapter 2 measures it on yours). Which
-# regime that puts the call in depends on the GPU, and the cell below gives the other side: how long the
-# bytes of this add take at each GPU's nominal bandwidth.
+# but still one launch, whose host price is microseconds to tens of microseconds (chapter 2 measures it on
+# yours). Which regime that puts the call in depends on the GPU, and the cell below gives the other side:
+# how long the bytes of this add take at each GPU's nominal bandwidth.
 #
 # - Where the bytes take far less than a launch, as on an H200 (whose L2 cache even holds these vectors),
 #   the GPU is done long before the host issues the next call: the call is **overhead-bound**, and you
@@ -758,8 +771,8 @@ CPU_CLOCK = "wall time of PyTorch on the CPU (CPU mode)"  # no Triton kernel her
 #   waits for the GPU at every call: expect it **faster**, towards half the time.
 #
 # On an overhead-bound GPU the true ratio is 1, and the measured one can still land near the series'
-# threshold (5% at least): single host readings of one call move by several percent from one loop to the
-# next (chapter 2 shows how far), so a few percent either way can come from host work that differs between
+# threshold (5% at least): single host readings of one call move by several percent, on some hosts by tens
+# of percent, from one loop to the next (chapter 2 shows how far), so a few percent either way can come from host work that differs between
 # the two calls, not from the GPU's work; the A/A floor says whether it is noise. That is
 # why this exercise runs twice `SIZES.rounds_kernel` shuffled rounds, an even number, so that every order
 # runs as often forwards as backwards, and why the printout gives the A/A floor and the quartiles, and
@@ -784,20 +797,27 @@ measured = helpers.check_answer(answer, cmp.ratios["half the elements"], cmp.flo
                                 clock=cmp.clock if helpers.HAS_GPU else CPU_CLOCK)
 
 # %% [markdown]
-# How to read your printout on an overhead-bound GPU: "faster" beyond the floor would mean the bytes
-# showed through after all; anything else says that halving the work did not make the call faster, the
-# overhead-bound signature. A ratio near 1, within noise of its floor, is "the same". A ratio above 1 whose
-# quartiles lie well clear of the A/A floor is no noise either: the half call then cost the host more per
-# call. Where the GPU's work is far shorter than either call, any extra is host work, somewhere in
-# PyTorch's path for these two calls; this exercise does not measure where. Read such an answer as "not
-# faster". The cell below gives your run's two times per call.
+# How to read your printout on an overhead-bound GPU: "faster" would mean the bytes showed through after
+# all; anything else says that halving the work did not make the call faster, the overhead-bound
+# signature. The words are the series' one rule (`helpers.verdict`): "slower" or "faster" only where the
+# median lies more than 5% from 1 and beyond twice the A/A floor's distance from 1, with the middle half of
+# the rounds on that side of 1; anything else is "within noise", which here means "the same", even where
+# the quartiles lie clear of the floor. Only a "slower" says the half call cost the host more per call.
+# Where the GPU's work is far shorter than either call, that extra is host work, somewhere in PyTorch's
+# path for these two calls; this exercise does not measure where. Read such a "slower" as "not faster".
+# The cell below gives your run's two times per call.
 
 # %%
 half_r, half_v = cmp.ratios["half the elements"], cmp.verdict("half the elements")
+# the median to 3 decimals, more where it would print as the verdict's bar itself (1.045 must not read 1.05)
+bars, digits = (1 + half_v.noise, 1 / (1 + half_v.noise)), 3
+while digits < 6 and any(half_r.median != bar and f"{half_r.median:.{digits}f}" == f"{bar:.{digits}f}" for bar in bars):
+    digits += 1
 helpers.md(f"By {cmp.clock if helpers.HAS_GPU else CPU_CLOCK}, medians over {cmp.rounds} rounds: the whole add "
            f"took {1e3 * cmp.ms[helpers.REFERENCE]:.2f} µs per call and the half add "
-           f"{1e3 * cmp.ms['half the elements']:.2f} µs. Round by round the half add took {half_r.median_text}x "
-           f"the whole one's time: **{half_v.text}** by the series' rule.")
+           f"{1e3 * cmp.ms['half the elements']:.2f} µs. Round by round the half add took {half_r.median:.{digits}f}x "
+           f"the whole one's time (quartiles {half_r.quartiles}): **{half_v.text}** by the series' rule"
+           + ("." if half_v.real else f" ({half_v.reason})."))
 
 # %% [markdown]
 # **2. Memory-bound: half the bytes, on the GPU's clock.** The same change on the largest vector of

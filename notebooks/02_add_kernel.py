@@ -438,14 +438,14 @@ helpers.show(pd.DataFrame([
          round(us(host[version]), 2)}
     for version in (OURS, TORCH)
 ]))
-print(f"{calls.clock}, ratio Triton / torch.add: median {gpu_ratio.median:.2f} of {calls.rounds} shuffled rounds "
+print(f"{calls.clock}, ratio Triton / torch.add: median {gpu_ratio.median_text} of {calls.rounds} shuffled rounds "
       f"(quartiles {gpu_ratio.quartiles}); torch.add against itself {floor.median:.3f} "
       f"({floor.quartiles}); verdict: {gpu_verdict.text}"
       + (f" ({gpu_verdict.reason})" if not gpu_verdict.real else ""))
 if helpers.HAS_GPU:
     print(f"{HOST_CLOCK}, ratio Triton / torch.add: {host_ratio:.2f} ({HOST_READING} each: no rounds, no spread, "
           "so no verdict)")
-print("kernels per call:", helpers.launch_note("call"))
+print("kernels per call: counted by torch.profiler" if helpers.HAS_GPU else f"kernels per call: {helpers.launch_note('call')}")
 
 # %% [markdown]
 # ## The price of one launch
@@ -496,9 +496,15 @@ def gb_s(nbytes, ms):
     return nbytes / (ms * 1e-3) / 1e9  # bytes moved / seconds, in GB/s
 
 
-REGIME_RULE = ("launch-bound (chapter 1's overhead-bound) where the GPU works less than half of a call's host time; "
-               "GPU-bound (for an add, chapter 1's memory-bound) where the host time is within noise of the GPU time, "
-               "the host waiting for the GPU; mixed in between")
+REGIME_RULE = ("launch-bound where the GPU works less than half of a call's host time (chapter 1's overhead-bound); "
+               "GPU-bound where the host time is within noise of the GPU time, the host waiting for the GPU (for an "
+               "add, chapter 1's memory-bound); mixed in between")
+REGIME_WHY = {  # one regime's reason, for prose that has just named the regime (REGIME_RULE would repeat the word)
+    "launch-bound": "chapter 1's overhead-bound: the GPU works less than half of a call's host time",
+    "mixed": "the GPU works half of a call's host time or more, and the launch still adds more than noise to it",
+    "GPU-bound": ("for an add, chapter 1's memory-bound: the host time is within noise of the GPU time, the host "
+                  "waiting for the GPU"),
+}
 
 
 def regime(host_us, gpu_us) -> str:
@@ -602,6 +608,44 @@ def prices_against_each_other() -> str:
                    f"{'Triton launch' if diff > 0 else 'PyTorch op'} cost more, by one reading of each. ")
 
 
+def host_step(version):
+    """``version``'s launch-bound host readings split, in size order, into the sizes below a step and those above
+    it, where the sweep shows one: the medians of the two groups differ by more than the series' smallest real
+    effect (``helpers.verdict``), and the nearest readings across the split lie further apart than either group's
+    own readings (highest over lowest). The clearest such split, as (sizes below, sizes above), or None."""
+    bound = sorted(size for size in measured if regime(*times_us(size, version)) == "launch-bound")
+    host_of = {size: times_us(size, version)[0] for size in bound}
+    best = None
+    for k in range(1, len(bound)):
+        below, above = [host_of[s] for s in bound[:k]], [host_of[s] for s in bound[k:]]
+        high, low = (below, above) if statistics.median(below) > statistics.median(above) else (above, below)
+        gap = min(high) / max(low)  # the nearest readings across the split
+        within = max(max(high) / min(high), max(low) / min(low))
+        if (gap > within and helpers.verdict(statistics.median(high) / statistics.median(low)).real
+                and (best is None or gap > best[0])):
+            best = (gap, bound[:k], bound[k:])
+    return None if best is None else (best[1], best[2])
+
+
+def step_side(version, size) -> str | None:
+    """'higher' or 'lower': which group of ``host_step(version)`` holds ``size`` (None: no step, or not there)."""
+    step = host_step(version)
+    if step is None or not any(size in group for group in step):
+        return None
+    medians = [statistics.median(times_us(s, version)[0] for s in group) for group in step]
+    mine = 0 if size in step[0] else 1
+    return "higher" if medians[mine] > medians[1 - mine] else "lower"
+
+
+def beside_bar(ratio, bar=1 + helpers.PREDICTION_BAR) -> str:
+    """A ratio to 2 decimals, more (up to 4) where it would print as the bar itself: 1.197 must not read 1.20 beside
+    a 20% bar."""
+    digits = 2
+    while digits < 4 and ratio != bar and f"{ratio:.{digits}f}" == f"{bar:.{digits}f}":
+        digits += 1
+    return f"{ratio:.{digits}f}"
+
+
 def flat_median(version) -> float:
     """The median of ``version``'s launch-bound host readings (µs): where the flat launch price predicts them all."""
     return statistics.median(launch_bound_readings(version))
@@ -655,7 +699,7 @@ spread_text = (f"median of {calls.rounds} shuffled rounds, quartiles {gpu_ratio.
 if not helpers.HAS_GPU:
     text = (f"In CPU mode there is no GPU clock. By the interpreter's wall time one call of our kernel took "
             f"{num(h_ours)} µs and `torch.add` {num(h_torch)} µs: {gpu_words(gpu_verdict)} (ratio "
-            f"{gpu_ratio.median:.2f}, {spread_text}). That compares numpy interpreting our kernel with PyTorch's "
+            f"{gpu_ratio.median_text}, {spread_text}). That compares numpy interpreting our kernel with PyTorch's "
             "compiled CPU code, so only the method carries over, not the ratio. " + prices_text + ": the first is "
             "the interpreter's price, the second a CPU op's, and neither is a GPU launch. A GPU run measures the "
             "real prices, the ones chapters 3 and 8 use.")
@@ -663,7 +707,7 @@ else:
     g_ours, g_torch = us(kernel_ms[OURS]), us(kernel_ms[TORCH])
     pace = {OURS: regime(h_ours, g_ours), TORCH: regime(h_torch, g_torch)}
     text = (f"**GPU time.** At {n:,} elements our kernel ran for {num(g_ours)} µs and `torch.add` for "
-            f"{num(g_torch)} µs: ratio {gpu_ratio.median:.2f} ({spread_text}), {gpu_words(gpu_verdict)}. "
+            f"{num(g_torch)} µs: ratio {gpu_ratio.median_text} ({spread_text}), {gpu_words(gpu_verdict)}. "
             + ("Same bytes, different GPU time: the two kernels split the work differently (block size, "
                "programs per launch, how each program loads its block), and the GPU's own clock sees it. "
                if gpu_verdict.real else
@@ -674,15 +718,23 @@ else:
             f"(`torch.add`), a ratio of {host_ratio:.2f}. Each time is {HOST_READING}, with no rounds, so the ratio "
             f"has no spread and no verdict. That is {h_ours / g_ours:.1f}x and {h_torch / g_torch:.1f}x their GPU "
             "times: at this size "
-            + (f"both calls are {pace[OURS]}" if pace[OURS] == pace[TORCH] else
-               f"ours is {pace[OURS]} and `torch.add` {pace[TORCH]}") + f" ({REGIME_RULE}). "
+            + (f"both calls are {pace[OURS]} ({REGIME_WHY[pace[OURS]]}). " if pace[OURS] == pace[TORCH] else
+               f"ours is {pace[OURS]} ({REGIME_WHY[pace[OURS]]}) and `torch.add` {pace[TORCH]} "
+               f"({REGIME_WHY[pace[TORCH]]}). ")
             + prices_text + f" (one reading each, the median of {PRICE_LOOPS} loops of {prices.calls:,} calls). "
             + prices_against_each_other()
             + against_price("Ours", h_ours, prices.triton_us, launch_bound_readings(OURS),
                             "the launcher's own work (checking both inputs, allocating the output)")
             + against_price("`torch.add`", h_torch, prices.torch_us, launch_bound_readings(TORCH),
                             "the op's own work (allocating the output)")
-            + (f"At this size the host readings of {and_list(WHO[v] for v in (OURS, TORCH) if n in off_flat(v))} "
+            + (f"In the sweep below, the launch-bound host readings of "
+               f"{and_list(WHO[v] for v in (OURS, TORCH) if host_step(v))} fall into two groups, a higher and a "
+               "lower one; at this size "
+               + (f"both lie in the {step_side(OURS, n)} one" if step_side(OURS, n) == step_side(TORCH, n) else
+                  and_list(f"{WHO[v]} lies in the {step_side(v, n)} one" for v in (OURS, TORCH) if step_side(v, n)))
+               + ": a host reading of one launch-bound size is no fixed price. "
+               if any(step_side(v, n) for v in (OURS, TORCH)) else
+               f"At this size the host readings of {and_list(WHO[v] for v in (OURS, TORCH) if n in off_flat(v))} "
                f"lie more than {100 * helpers.PREDICTION_BAR:.0f}% from their median launch-bound readings: the "
                "sweep below reads that from the two clocks. "
                if any(n in off_flat(v) for v in (OURS, TORCH)) else "")
@@ -759,7 +811,7 @@ else:
                  "ours faster, the other way round from the blog" if gpu_verdict.real else
                  "neither direction, by the series' rule")
     text += (f"Yours, at {n:,} elements on {helpers.env_info()['gpu']}: GPU time {num(us(kernel_ms[OURS]))} µs "
-             f"against {num(us(kernel_ms[TORCH]))} µs, ratio {gpu_ratio.median:.2f}, {gpu_verdict.text} "
+             f"against {num(us(kernel_ms[TORCH]))} µs, ratio {gpu_ratio.median_text}, {gpu_verdict.text} "
              f"({direction}); host time per call {num(h_ours)} µs against {num(h_torch)} µs, ratio "
              f"{host_ratio:.2f}, one reading each and so no verdict. ")
     paired = both_launch_bound()
@@ -901,7 +953,8 @@ def memory_reading(sweep) -> str:
     if not nominal:
         return text + " (this GPU's nominal bandwidth is unknown: add it to `helpers.NOMINAL_GB_S`)."
     shares = 100 * big["triton_GB_s"] / nominal, 100 * big["torch_GB_s"] / nominal
-    text += f", {shares[0]:.0f}% and {shares[1]:.0f}% of the nominal {nominal} GB/s: "
+    text += (f", both about {shares[0]:.0f}% of the nominal {nominal} GB/s: " if f"{shares[0]:.0f}" == f"{shares[1]:.0f}"
+             else f", {shares[0]:.0f}% and {shares[1]:.0f}% of the nominal {nominal} GB/s: ")
     if max(shares) > 100:
         return text + ("above the datasheet's figure, so it is no ceiling on this GPU; read the two against each "
                        "other, not against it.")
@@ -913,43 +966,75 @@ def memory_reading(sweep) -> str:
 
 
 def flat_reading() -> str:
-    """The launch-bound host readings more than the bar away from their version's median (``off_flat``), read
-    from the two clocks: where the GPU time stays below the launch price, the host does not wait for the GPU, so
-    the GPU's work cannot be what moved the host time."""
+    """The flat prediction (each launch-bound host reading within ``helpers.PREDICTION_BAR`` of its version's
+    median, ``off_flat``), and the shape of the readings: two groups where ``host_step`` finds them, else the
+    readings beyond the bar. Read from the two clocks: where the GPU time stays below the launch price, the host
+    does not wait for the GPU, so the GPU's work cannot be what moved the host time. The first size measured is
+    named as a possible warm-up only where it alone stands apart."""
     bar = 100 * helpers.PREDICTION_BAR
-    parts, below_price = [], set()
-    for version in (OURS, TORCH):
-        off = off_flat(version)
-        if not off:
-            continue
-        mid = flat_median(version)
-        sizes = sorted(off)
-        host_off, gpu_off = [off[size][0] for size in sizes], [off[size][1] for size in sizes]
-        text = (f"at {size_list(sizes)} {WHO[version]} took {and_list(num(h) for h in host_off)} µs per call "
-                f"({and_list(f'{100 * (h / mid - 1):+.1f}%' for h in host_off)} from its median launch-bound "
-                f"reading, {num(mid)} µs), while its GPU time there was {and_list(num(g) for g in gpu_off)} µs")
-        if all(g < PRICE_US[version] for g in gpu_off):
-            below_price.add(version)
-            text += f", below its {num(PRICE_US[version])} µs launch price"
-        parts.append(text)
-    if not parts:
+    versions = (OURS, TORCH)
+    off = {v: off_flat(v) for v in versions}
+    steps = {v: host_step(v) for v in versions if host_step(v)}
+    missed = [v for v in versions if off[v]]
+    if not missed and not steps:
         return (f"At every launch-bound size each call's host reading lies within {bar:.0f}% of its median "
                 "launch-bound reading: flat, as the launch price predicts. ")
     text = (f"**The flat prediction, read.** The launch price predicts the same host time at every launch-bound "
-            f"size, each reading within {bar:.0f}% of its version's median; instead, {'; '.join(parts)}. ")
+            f"size, each reading within {bar:.0f}% of its version's median launch-bound reading. ")
+    held = [v for v in versions if not off[v] and len(launch_bound_readings(v)) > 1]
+    text += ((f"It failed for {and_list(WHO[v] for v in missed)}" if missed else "It held")
+             + (f" and held for {and_list(WHO[v] for v in held)}" if missed and held else "") + ". ")
+    moved = {}  # version -> the sizes whose host readings moved: all launch-bound sizes of a step, else those off
+    parts = []
+    for v in versions:
+        if v in steps:
+            below, above = steps[v]
+            hb, ha = [times_us(s, v)[0] for s in below], [times_us(s, v)[0] for s in above]
+            mb_, ma = statistics.median(hb), statistics.median(ha)
+            parts.append(f"{WHO[v]} took {span(hb)} µs per call at {size_list(below)} and {span(ha)} µs at "
+                         f"{size_list(above)}, the two groups' medians {max(mb_, ma) / min(mb_, ma):.2f}x apart")
+            moved[v] = below + above
+        elif off[v]:
+            mid, sizes = flat_median(v), sorted(off[v])
+            host_off = [off[v][size][0] for size in sizes]
+            parts.append(f"{WHO[v]} took {and_list(num(h) for h in host_off)} µs per call at {size_list(sizes)} "
+                         f"({and_list(f'{100 * (h / mid - 1):+.1f}%' for h in host_off)} from its median "
+                         f"launch-bound reading, {num(mid)} µs)")
+            moved[v] = sizes
+    if steps:
+        bounds = {v: (max(below), min(above), statistics.median(times_us(s, v)[0] for s in below)
+                      > statistics.median(times_us(s, v)[0] for s in above)) for v, (below, above) in steps.items()}
+        shared = len(steps) == len(versions) and len(set(bounds.values())) == 1
+        text += (f"The launch-bound host readings of {and_list(WHO[v] for v in steps)} fall into two groups"
+                 + (", split between the same two sizes for both versions" if shared else "") + ": "
+                 + "; ".join(parts) + ". ")
+    else:
+        shared, bounds = False, {}
+        text += "Instead, " + "; ".join(parts) + ". "
+    below_price = [v for v, sizes in moved.items() if all(times_us(s, v)[1] < PRICE_US[v] for s in sizes)]
     if below_price:
-        text += ("With a GPU time below the launch price, the GPU was done with each call long before the host "
-                 "could issue the next, so the host never waited for it there: the GPU's work cannot be what moved "
-                 f"the host time of {and_list(WHO[v] for v in (OURS, TORCH) if v in below_price)}; the host's own "
-                 "time per call did. ")
+        text += ("At those sizes the GPU time stayed below the launch price ("
+                 + "; ".join(f"{WHO[v]} at most {num(max(times_us(s, v)[1] for s in moved[v]))} µs against "
+                             f"{num(PRICE_US[v])} µs" for v in below_price)
+                 + "): the GPU was done with each call long before the host could issue the next, so the host never "
+                 f"waited for it there, and the GPU's work cannot be what moved the host time of "
+                 f"{and_list(WHO[v] for v in below_price)}; the host's own time per call did. ")
     first = min(measured)  # the loop measured the sizes in increasing order
-    if any(first in off_flat(v) for v in (OURS, TORCH)):
-        text += (f"{size_list([first])} is the first size the loop measured, where a host still warming up (caches, "
-                 "the allocator, its clock speed) would show. ")
-    if len(parts) == 2 and set(off_flat(OURS)) & set(off_flat(TORCH)):
-        text += ("Both versions' readings of one size are taken one right after the other, so a slow stretch of the "
-                 "host and host work that changes with the size would look alike here; single readings cannot "
-                 "tell them apart, and this chapter leaves the cause open. ")
+    first_alone = [v for v in moved if (v in steps and steps[v][0] == [first] and bounds[v][2])
+                   or (v not in steps and list(moved[v]) == [first])]
+    if first_alone:
+        text += (f"{size_list([first])} is the first size the loop measured, and the only one that stands apart for "
+                 f"{and_list(WHO[v] for v in first_alone)}: a host still warming up (caches, the allocator, its clock "
+                 "speed) would show there. ")
+    if shared:
+        low_size, high_size, down = next(iter(bounds.values()))
+        text += (f"Both versions step {'down' if down else 'up'} between {helpers.count_label(low_size)} and "
+                 f"{size_list([high_size])}. The loop measured the sizes in increasing order, both versions' readings "
+                 "of one size one right after the other, so a change in the host's state between two sizes and host "
+                 "work that changes with the size would look alike here; single readings cannot tell them apart, "
+                 "and this chapter leaves the cause open. ")
+    elif not first_alone:
+        text += "Single readings cannot say what moved them, and this chapter leaves the cause open. "
     return text
 
 
@@ -963,7 +1048,7 @@ def follows_gpu_reading() -> str:
         if not over:
             continue
         pairs = and_list(f"{num(h)} µs of host time against {num(g)} µs of GPU time at {size_list([size])} "
-                         f"({h / g:.2f}x)" for size, (h, g) in over.items())
+                         f"({beside_bar(h / g)}x)" for size, (h, g) in over.items())
         close = all(h / g - 1 <= helpers.PREDICTION_BAR for h, g in over.values())
         if close:
             mixed[version] = [size for size, (h, g) in over.items() if regime(h, g) == "mixed"]
@@ -975,7 +1060,10 @@ def follows_gpu_reading() -> str:
     if not parts:
         return ("At no size of this sweep does the GPU time exceed the launch price, so the host never waits for "
                 "the GPU: larger vectors would be needed to see the host time follow the GPU time.\n\n")
-    two_bars = and_list(f"{WHO[v]} at {size_list(sizes)}" for v, sizes in mixed.items() if sizes)
+    named = {v: sizes for v, sizes in mixed.items() if sizes}
+    two_bars = (f"both versions at {size_list(next(iter(named.values())))}"
+                if len(named) == 2 and len({tuple(sizes) for sizes in named.values()}) == 1 else
+                and_list(f"{WHO[v]} at {size_list(sizes)}" for v, sizes in named.items()))
     return (f"Once the GPU time exceeds the launch price the host has to wait for the GPU: {'; '.join(parts)}. "
             + (f"The regime column calls {two_bars} *mixed*, and that is no second answer: there the host time lies "
                "beyond the GPU time by more than the series' smallest real effect, 5%, so a little of the launch "
@@ -991,8 +1079,8 @@ def host_reading(sweep) -> str:
     for name, col in ((OURS, "triton"), (TORCH, "torch")):
         groups = {k: sweep.loc[sweep[f"{col}_regime"] == k, "n"] for k in ("launch-bound", "mixed", "GPU-bound")}
         regimes[name] = and_list([f"{k} at {size_list(sizes)}" for k, sizes in groups.items() if len(sizes)])
-    text = (f"**Host time** (each time {HOST_READING}, per size and version). Read from the two clocks at each size "
-            f"({REGIME_RULE}), ours was {regimes[OURS]}; `torch.add` was {regimes[TORCH]}. ")
+    text = (f"**Host time** (each time {HOST_READING}, per size and version). Each size's regime is read from its two "
+            f"clocks: {REGIME_RULE}. Ours was {regimes[OURS]}; `torch.add` was {regimes[TORCH]}. ")
     readings = {name: launch_bound_readings(name) for name in (OURS, TORCH)}
     priced = [f"{span(r)} µs ({WHO[name]})" for name, r in readings.items() if r]
     if priced:
@@ -1024,7 +1112,8 @@ if not helpers.HAS_GPU:
     text = (f"From the smallest to the largest vector the data grew **{size_growth:,.0f}x** while the "
             f"interpreter's time per call of our kernel grew "
             f"**{num(last['triton_host_us'] / first['triton_host_us'])}x**. Judged by {rule}, ours was "
-            + ", ".join(f"{word} at {count} of the {len(sweep)} sizes" for word, count in counts.items())
+            + (f"{next(iter(counts))} at all {len(sweep)} sizes" if len(counts) == 1 else
+               ", ".join(f"{word} at {count} of the {len(sweep)} sizes" for word, count in counts.items()))
             + " against `torch.add`" + (f"; {held_back(verdicts)}" if counts["within noise"] else "")
             + ". In CPU mode there is no GPU time, so no launch-bound region and no bandwidth: the interpreter's "
             "time is numpy's, not a GPU's. Read the shape of the curves on a GPU run.")
@@ -1055,8 +1144,9 @@ helpers.md(text)
 #
 # The blog's column is its T4 run (`do_bench`: host and GPU time mixed), the `h200` column the committed
 # run of this series. `add.triton_ms`, `add.torch_ms` and `add.ratio` are GPU time in your column and the
-# `h200` one (interpreter wall time in CPU mode), `add.ratio` with the quartiles of its rounds; the blog's
-# value in those three rows is `do_bench`, whatever the label's clock says. The `host_` rows are host time
+# `h200` one (interpreter wall time in CPU mode), `add.ratio` the median of its shuffled rounds (its
+# quartiles are in the headline printout above, and in `results.csv` beside it); the blog's value in those
+# three rows is `do_bench`, whatever the label's clock says. The `host_` rows are host time
 # per call and the `launch_us` rows host time per launch that does no work (an empty Triton kernel; a
 # one-element PyTorch op), each a single reading (the median of a few synchronised loops), so
 # `add.host_ratio` carries no verdict on a GPU.

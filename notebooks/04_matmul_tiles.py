@@ -67,6 +67,7 @@ import colab_setup
 colab_setup.prepare()
 
 # %%
+import collections
 import inspect
 import itertools
 import statistics
@@ -172,8 +173,10 @@ helpers.md(
 # Triton compiles ahead of time for a GPU that is not there: `helpers.compiler_table` compiles the matmul
 # in every tile of the list for a T4 (sm_75) and an H200 (sm_90), on this machine, GPU or not (about a
 # minute the first time), and reads the result: **PTX**, the GPU's portable assembly, and the assembler's
-# report. For each tile and target the table below gives the count of `mma` and `fma` instructions in the
-# code (each instruction counted once, however often the K loop runs it), the **registers** per thread (the
+# report. For each tile and target the table below gives instruction counts in the code (each instruction
+# counted once, however often the K loop runs it): the tensor-core multiplies, **mma** (`mma.sync`, one warp,
+# or `wgmma.mma_async`, four warps together; not the `wgmma` lines around them that only synchronise), and
+# the **fma** instructions. Then the **registers** per thread (the
 # fastest storage, private to each thread; the fp32 accumulator lives there), the shared memory per
 # program, and how many programs one SM can hold at once, with the limit that sets it (warps, registers
 # or shared memory per SM). That last number is the kernel's **occupancy**: more programs resident on an
@@ -185,6 +188,17 @@ compiled = helpers.compiler_table(["matmul_kernel"])
 TARGETS = {cc: compiled.loc[compiled["cc"] == cc, "gpu"].iloc[0] for cc in sorted(compiled["cc"].unique())}
 
 
+MULTIPLY = r"^\s*(@!?%p\d+\s+)?(mma\.|wgmma\.mma_async)"  # a tensor-core multiply, not wgmma's fence/commit/wait
+
+
+def multiplies(label, cc):
+    """The tensor-core multiplies in one tile's PTX, by instruction: {'mma': n} (mma.sync, one warp) and/or
+    {'wgmma': n} (wgmma.mma_async, four warps together)."""
+    text = helpers.ptx_excerpt("matmul_kernel", label, cc, MULTIPLY, max_lines=1_000_000)
+    lines = [] if text.startswith("(no line") else text.splitlines()
+    return collections.Counter(next(w for w in line.split() if "mma" in w).split(".")[0] for line in lines)
+
+
 def per_target(cc):
     """The compiler's numbers for one target, one row per tile in the order of kernels.TILE_CONFIGS."""
     t = compiled[compiled["cc"] == cc].set_index("label").loc[list(kernels.TILE_CONFIGS)]
@@ -193,8 +207,9 @@ def per_target(cc):
                          "limited by": t["limited_by"]})
 
 
-print("static PTX instruction counts per kernel (not per run of the K loop); registers per thread (ptxas); "
-      "shared memory per program; programs one SM can hold at once, and what limits it")
+print("static PTX instruction counts per kernel (not per run of the K loop): mma = tensor-core multiplies "
+      "(`mma.sync`, `wgmma.mma_async`); registers per thread (ptxas); shared memory per program; programs one SM "
+      "can hold at once, and what limits it")
 helpers.show(pd.concat({TARGETS[cc]: per_target(cc) for cc in TARGETS}, axis=1).rename_axis("tile"))
 
 # %%
@@ -209,14 +224,22 @@ def count_range(col):
     return f"{col.min():,}" if col.min() == col.max() else f"{col.min():,} to {col.max():,}"
 
 
-def compiled_as(t, name):
+def compiled_as(t, cc):
     """What tl.dot became for one target, in words, from its instruction counts."""
-    if (t["mma"] > 0).all():
-        return f"for {name} every tile's `tl.dot` became tensor-core `mma` instructions ({count_range(t['mma'])} per kernel)"
+    name = TARGETS[cc]
     if (t["mma"] == 0).all():
         return (f"for {name} no tile uses the tensor cores: `tl.dot` became {count_range(t['fma'])} `fma` "
                 "instructions per kernel, and not one `mma`")
-    return f"for {name} {int((t['mma'] > 0).sum())} of the {len(t)} tiles use `mma`"
+    kinds = {n: multiplies(n, cc) for n in t.index}
+    by_kind = []
+    for kind, opcode in (("wgmma", "`wgmma.mma_async` (four warps together)"), ("mma", "`mma.sync` (one warp)")):
+        tiles = [n for n in t.index if kinds[n][kind]]
+        if tiles:
+            which = "every tile" if len(tiles) == len(t) else and_list(tiles)
+            by_kind.append(f"{opcode} for {which}, {count_range(pd.Series([kinds[n][kind] for n in tiles]))} "
+                           "per kernel")
+    every = "every tile's" if (t["mma"] > 0).all() else f"{int((t['mma'] > 0).sum())} of the {len(t)} tiles'"
+    return f"for {name} {every} `tl.dot` became tensor-core multiplies: " + "; ".join(by_kind)
 
 
 MAX_REGISTERS = 255  # the most registers one thread can address, on sm_75 and sm_90 alike
@@ -264,8 +287,8 @@ def register_reading():
 
 
 d4, dh = t4.loc[DEFAULT], h.loc[DEFAULT]
-first = compiled_as(t4, TARGETS[T4_CC])
-text = ("**What the table shows.** " + first[0].upper() + first[1:] + "; " + compiled_as(h, TARGETS[H_CC]) + ". ")
+capital = lambda words: words[0].upper() + words[1:]  # noqa: E731
+text = f"**What the table shows.** {capital(compiled_as(t4, T4_CC))}. {capital(compiled_as(h, H_CC))}. "
 if fma_on_t4 and mma_on_h:
     text += ("So with this Triton the T4 runs our matmul on its FMA cores, whose roof is "
              f"{t4_fma:g} TFLOP/s, while cuBLAS, which PyTorch calls, runs on the T4's tensor cores, roof "
@@ -288,7 +311,8 @@ helpers.md(text + "\n\n" + register_reading())
 # 1,024 for each of the program's 128 threads (compare the tile's `fma` count in the table). On the H200, `wgmma.mma_async...m64nNk16.f32.f16.f16`
 # is one instruction for the four warps of a program together: a 64 x 16 block of fp16 $A$ times a
 # 16 x N block of $B$, added into fp32 accumulators; the `fence`, `commit_group` and `wait_group` lines
-# around it start it and wait for it, since it runs asynchronously.
+# around it start it and wait for it, since it runs asynchronously (the table's mma column counts the
+# multiplies alone).
 
 # %%
 print(f"{TARGETS[T4_CC]}, tile {DEFAULT}, lines matching 'fma':")
@@ -777,6 +801,11 @@ def intensity(shape, element_bytes=2):
     return 2 * M * N * K / (element_bytes * (M * K + N * K + M * N))
 
 
+def per_byte(i):
+    """An intensity in flop per byte, to the same digits in every reading: 0.999, 110."""
+    return f"{i:.3g}"
+
+
 FULL = helpers.SIZES_BY_MODE["full"]  # the shapes the blog's T4 ran (full size), whatever this mode is
 t4_gb_s = helpers.NOMINAL_GB_S["t4"]
 t4_ridge_fma, t4_ridge_tc = t4_fma * 1e3 / t4_gb_s, t4_tc * 1e3 / t4_gb_s
@@ -815,11 +844,11 @@ def padding_on_t4() -> str:
 i_dec, i_mod = intensity(FULL.matmul_decode_shape), intensity(FULL.matmul_shape)
 text = (f"**On a T4, from the data sheet.** Its ridge point is {t4_ridge_tc:.0f} flop per byte on the tensor cores "
         f"and {t4_ridge_fma:.0f} on the FMA cores ({t4_tc:g} and {t4_fma:g} TFLOP/s over {t4_gb_s} GB/s). At the "
-        f"full-size decode shape {FULL.matmul_decode_shape} the intensity is {i_dec:.2f} flop per byte, left of "
+        f"full-size decode shape {FULL.matmul_decode_shape} the intensity is {per_byte(i_dec)} flop per byte, left of "
         f"both: the memory roof allows {t4_roof(FULL.matmul_decode_shape, t4_tc):.2f} TFLOP/s with or without "
         "tensor cores, so for the useful arithmetic compiling `tl.dot` to FMA costs nothing there; the weights' "
         "bytes set the time. At the "
-        f"full-size model shape {FULL.matmul_shape}, {i_mod:.0f} flop per byte, "
+        f"full-size model shape {FULL.matmul_shape}, {per_byte(i_mod)} flop per byte, "
         + ("right of the FMA ridge: " if i_mod > t4_ridge_fma else "left of the FMA ridge too: ")
         + f"an FMA kernel's roof is {t4_roof(FULL.matmul_shape, t4_fma):.1f} TFLOP/s, cuBLAS's on the tensor cores "
         f"{t4_roof(FULL.matmul_shape, t4_tc):.1f}, "
@@ -866,8 +895,9 @@ def read_roofline(points):
         got = dict(zip(sub["label"], tflops))  # the labelled points: PyTorch, the default tile and others
         ours = reached[label] = got[DEFAULT]
         of_roof[label] = (100 * ours / roof, 100 * got["PyTorch"] / roof)
-        text += (f"At the {label} {shape}, {i:.3g} flop per byte, "
-                 + (f"{ridge / i:.0f} times left of the ridge: memory-bound, with a roof of {roof:.3g} TFLOP/s "
+        left = f"{ridge / i:.1f}" if ridge / i < 10 else f"{ridge / i:.0f}"  # 1.9 times, not 2; 206 times
+        text += (f"At the {label} {shape}, {per_byte(i)} flop per byte, "
+                 + (f"{left} times left of the ridge: memory-bound, with a roof of {roof:.3g} TFLOP/s "
                     f"({100 * roof / tc:.2g}% of the compute peak). " if i < ridge else
                     f"right of the ridge: compute-bound, under the {tc:g} TFLOP/s peak. ")
                  + f"The default tile reached {ours:.3g} TFLOP/s ({100 * ours / roof:.0f}% of its roof), PyTorch "
@@ -1168,8 +1198,12 @@ def read_bias(errors):
                 "is biased high, so it counts time the model does not spend: part of the GPU-busy time may hide "
                 "behind the host's launching (the additive form puts all of it on top), or a launch costs less "
                 "inside `generate()` than in a loop of calls on their own. ")
+    over, under = sum(e > 0 for e in errors.values()), sum(e < 0 for e in errors.values())
+    lean = ("as many each way, so no lean either way shows" if over == under else
+            f"they lean {'high' if over > under else 'low'}, though with mixed signs over {n} steps that is no "
+            "established bias")
     return (f"The errors have no common sign ({', '.join(f'{100 * e:+.1f}%' for e in errors.values())}; median "
-            f"{med:+.1f}%): no bias in one direction shows. ")
+            f"{med:+.1f}%): {over} of the {n} predictions came out over their measurements, {under} under; {lean}. ")
 
 
 def over_previous(name, before):
@@ -1206,30 +1240,42 @@ def read_increments():
     the direction of each step right? A total near its measurement can hide a step predicted the wrong way."""
     decode_floor = comparison.decode_ratio(helpers.ORIGINAL_AGAIN)  # the A/A floor of wall ms per decoded token
     names = list(STEPS)
-    parts, right = [], 0
+    parts, outcome = [], collections.Counter()  # "same", "wrong", "unseen" (by the rounds), "unpredicted"
     for before, name in itertools.pairwise(names):
         pred_v = helpers.verdict(predicted[name] / predicted[before])  # one number each: the 5% rule alone
         meas_v = helpers.verdict(decode_over_previous(name, before), decode_floor)
         said, got = direction(pred_v), direction(meas_v)
-        right += said == got
-        if said == got:
-            how = "the same direction"
-        elif pred_v.real and meas_v.real:
-            how = f"**the wrong direction**: the budget said {said}, the model got {got}"
-        elif pred_v.real:
-            how = f"**a change the run could not see**: the budget said {said}, the rounds say within noise"
-        else:
-            how = f"**a change the budget did not see**: it said no change, the model got {got}"
         change = profiles[name].wall_ms_per_token - profiles[before].wall_ms_per_token
-        parts.append(f"{name} over {before}: predicted {predicted[name] - predicted[before]:+.2f} wall ms "
-                     f"({pred_v.text}), measured {change:+.2f} wall ms (round by round {meas_v.text}"
+        pred_change = predicted[name] - predicted[before]
+        if said == got:
+            kind, how = "same", "the same direction"
+        elif pred_v.real and meas_v.real:
+            kind, how = "wrong", f"**the wrong direction**: the budget said {said}, the model got {got}"
+        elif pred_v.real:
+            size = (f"the measured change has the predicted sign, {abs(change):.2f} of the {abs(pred_change):.2f} wall "
+                    "ms predicted" if change * pred_change > 0 else "the measured change has the opposite sign")
+            kind, how = "unseen", f"**a change the run could not see**: the budget said {said}; {size}"
+        else:
+            kind, how = "unpredicted", f"**a change the budget did not see**: it said no change, the model got {got}"
+        outcome[kind] += 1
+        parts.append(f"{name} over {before}: predicted {pred_change:+.2f} wall ms "
+                     f"({pred_v.text}), measured {change:+.2f} wall ms (per decoded token, round by round: "
+                     f"{meas_v.text}"
                      + (f"; {meas_v.reason}" if not meas_v.real else "") + f"): {how}")
+    n = len(parts)
     text = ("**Step by step.** The budget also predicts what each swap adds to the one before; per decoded token: "
-            + "; ".join(parts) + f". It got {right} of the {len(parts)} steps' direction right")
-    if right < len(parts):
-        return text + (": a prediction near the measured total is not a prediction of each swap's cost, and a "
-                       "step it got the wrong way is a miss whatever the totals say. ")
-    return text + ". "
+            + "; ".join(parts) + f". The rounds confirm its direction for {outcome['same']} of the {n} steps")
+    if outcome["same"] == n:
+        return text + ". "
+    misses = [f"{outcome['wrong']} went the wrong way (a miss whatever the totals say)" if outcome["wrong"] else
+              "none went the wrong way"]
+    if outcome["unseen"]:
+        misses.append(f"{outcome['unseen']} the rounds could not tell from noise (no wrong sign, but no confirmation "
+                      "either)")
+    if outcome["unpredicted"]:
+        misses.append(f"{outcome['unpredicted']} changed where the budget predicted no change")
+    return (text + "; " + and_list(misses) + ". A prediction near the measured total is not a prediction of each "
+            "swap's cost. ")
 
 
 def recorded(result_id):
@@ -1239,9 +1285,10 @@ def recorded(result_id):
             and table.loc[result_id, "value"] == table.loc[result_id, "value"] else None)
 
 
-def beside_chapter3(last_v) -> str:
-    """The last step (lm_head and the RMSNorms, over the step before) beside chapter 3's RMSNorm swap alone, from
-    the ratio and verdict chapter 3 recorded (``rmsnorm.tps_slowdown``): agree, or disagree and why it may be."""
+def beside_chapter3(last, last_v) -> str:
+    """The last step (lm_head and the RMSNorms, over the step before: ``last``, judged ``last_v``) beside chapter 3's
+    RMSNorm swap alone, from the ratio and verdict chapter 3 recorded (``rmsnorm.tps_slowdown``): agree, differ
+    with overlapping quartiles, or disagree and why it may be."""
     r3 = recorded("rmsnorm.tps_slowdown")
     if r3 is None:
         return ("**Beside chapter 3.** No run has recorded chapter 3's RMSNorm swap on this machine "
@@ -1252,15 +1299,24 @@ def beside_chapter3(last_v) -> str:
     r = helpers.Ratio(float(r3["value"]), float(r3["low"]), float(r3["high"]), [])
     ratio3 = f"{r.median_text}, quartiles {r.quartiles}" if r3["low"] == r3["low"] else f"{r.median:.3f}"
     text = (f"**Beside chapter 3.** Chapter 3 swapped the {counts['rmsnorm']} RMSNorms alone into the original "
-            f"model: time ratio {ratio3}, **{words}** (`rmsnorm.tps_slowdown`, recorded "
-            f"{r3['time']}, in its own process and its own rounds). Here the step that adds them, with `lm_head`, "
-            f"came out **{last_v.text}** ({change_ms:+.2f} wall ms per decoded token). ")
+            f"model: time ratio {ratio3}, **{words}** (`rmsnorm.tps_slowdown`: its own rounds, "
+            f"{helpers.recorded_when(r3['time'], helpers.STARTED, 3)}). Here the step that adds "
+            f"them, with `lm_head`, came out **{last_v.text}** (generation time over the step before's, round by "
+            f"round: {last.median_text}, quartiles {last.quartiles}; {change_ms:+.2f} wall ms per decoded token). ")
     if said == direction(last_v):
         return text + "The two point the same way. "
-    text += ("The two disagree, and this chapter cannot say why: it leaves the question open, with two candidate "
-             "reasons. The host's state differs between the two processes (the paragraph below sets this chapter's "
-             "original beside chapter 1's); and the RMSNorm swap need not cost the same beside our projections as "
-             "beside PyTorch's, since what a launch removed or added costs the host depends on what runs around it. ")
+    reasons = ("The host's state differs between the two processes (the paragraph below sets this chapter's "
+               "original beside chapter 1's); and the RMSNorm swap need not cost the same beside our projections as "
+               "beside PyTorch's, since what a launch removed or added costs the host depends on what runs around it. ")
+    if r3["low"] == r3["low"] and r.low <= last.high and last.low <= r.high:  # the two middle halves overlap
+        inside = [f"chapter 3's contain this step's median, {last.median_text}"] if r.low <= last.median <= r.high else []
+        inside += [f"this step's contain chapter 3's median, {r.median_text}"] if last.low <= r.median <= last.high else []
+        text += ("The verdicts differ while the quartiles overlap" + (f" ({'; '.join(inside)})" if inside else "")
+                 + ": the two measurements need not disagree, and this chapter cannot say whether they do. If they "
+                 "do, two candidate reasons: " + reasons[0].lower() + reasons[1:])
+    else:
+        text += ("The two disagree, and this chapter cannot say why: it leaves the question open, with two candidate "
+                 "reasons. " + reasons)
     if decode_v.real and decode_v.ratio > 1 and last_v.real and last_v.ratio < 1:
         text += (f"The `lm_head` swap does not explain a step that came out faster: at one row our matmul was "
                  f"{decode_v.text} than PyTorch's above. ")
@@ -1280,9 +1336,9 @@ def with_chapter3_price():
     said = direction(helpers.verdict(pred3 / predicted["attention + MLP proj"]))  # one number each: the 5% rule
     got = direction(helpers.verdict(decode_over_previous(LAST, "attention + MLP proj"),
                                     comparison.decode_ratio(helpers.ORIGINAL_AGAIN)))
-    return (f"**With chapter 3's price.** Chapter 3 read the two-pass call at {norm3_us:.1f} µs per launch, against "
-            f"{norm_us:.1f} here. At that price a launch of ours in the last step costs {ours3_us:.1f} µs instead of "
-            f"{ours_us[LAST]:.1f}, and the budget predicts {pred3:.2f} wall ms per decoded token against the "
+    return (f"**With chapter 3's price.** Chapter 3 read the two-pass call at {norm3_us:.1f} host µs per launch, "
+            f"against {norm_us:.1f} here. At that price a launch of ours in the last step costs {ours3_us:.1f} host µs "
+            f"instead of {ours_us[LAST]:.1f}, and the budget predicts {pred3:.2f} wall ms per decoded token against the "
             f"measured {wall:.2f} ({off_by(pred3, wall)}, "
             f"{'within' if abs(pred3 / wall - 1) <= PREDICTION_BAR else 'outside'} the {100 * PREDICTION_BAR:.0f}% "
             f"bar). For the last step over the one before, it predicts {said} and the rounds found {got}. ")
@@ -1301,7 +1357,8 @@ text = (
     + "Round by round against the "
     f"original: with the {4 * L} attention projections on our matmul, {step('attention proj')}; with the "
     f"{3 * L} MLP projections too, {step('attention + MLP proj')}; with `lm_head` and the two-pass RMSNorms on "
-    f"top, {step(LAST)}. The MLP step over the attention step, round by round: {mlp_over_attn.median_text} "
+    f"top, {step(LAST)}. The MLP step over the attention step, per generation (prefill included), round by round: "
+    f"{mlp_over_attn.median_text} "
     f"({mlp_over_attn.quartiles}), **{mlp_v.text}**"
     + (f" ({mlp_v.reason}): adding the {3 * L} MLP projections made no difference this run can tell. "
        if not mlp_v.real else f": adding the {3 * L} MLP projections made the model {direction(mlp_v)} than the "
@@ -1373,15 +1430,17 @@ else:  # two swaps in one step, and neither timed alone here: the step's verdict
     text += (f"That step swaps two things at once, `lm_head` and the RMSNorms{moved}; this chapter times them "
              f"only together, so it cannot say which of the two made the model {direction(last_v)} "
              "(chapter 3 times the RMSNorm swap on its own). ")
-text += "\n\n" + beside_chapter3(last_v) + "\n\n" + helpers.beside_baseline(orig)
+text += "\n\n" + beside_chapter3(last, last_v) + "\n\n" + helpers.beside_baseline(orig)
 helpers.md(text)
 
 # %% [markdown]
 # **The step-by-step directions, checked.** The step-by-step reading above compares the budget's direction
 # for each step (its predicted change judged by the 5% rule) with the rounds' verdict on the measured one:
-# "the same direction" where the two agree, "a change the run could not see" where the budget predicts a
-# change and the rounds find it within noise. Set each step's size beside its direction, too: a step can
-# go the right way at a fraction of the predicted size.
+# "the same direction" where the two agree, "the wrong direction" where both see a change and the signs
+# differ, "a change the run could not see" where the budget predicts a change and the rounds find it within
+# noise (no wrong sign: the rounds neither confirm nor refute it), and "a change the budget did not see" where
+# it predicts none. Set each step's size beside its direction, too: a step can go the right way at a fraction
+# of the predicted size.
 #
 # **The last step with chapter 3's price.** The last step's price rests on this chapter's one host reading
 # of the two-pass call (printed beside chapter 3's where the prices were set). Where the two readings

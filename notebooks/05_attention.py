@@ -46,8 +46,9 @@
 # while keeping 16 different attention patterns, one per query head. The blog's benchmark shape has 16 KV heads of dimension 64 (no sharing).
 #
 # **Count the bytes.** At decode time each KV head's keys and values are read once: $2 \cdot T \cdot D$
-# numbers. The arithmetic is $4 \cdot T \cdot D$ floating-point operations per query head: one or two
-# operations per number read, far less than a GPU can do in the time it takes to read a number. The cell
+# numbers. The arithmetic is $4 \cdot T \cdot D$ floating-point operations per query head: two to four
+# operations per number read (four where two query heads share each KV head), far less than a GPU can do in
+# the time it takes to read a number. The cell
 # below computes both for the two shapes this chapter uses.
 
 # %%
@@ -521,7 +522,9 @@ if helpers.HAS_GPU:
 noisier = max((rounds[s].floor for s in SHAPES), key=lambda f: abs(f.median - 1))
 reading += (
     f"Qwen3's shape does {flops_ratio:.1f}x the arithmetic of the blog's on {bytes_ratio:.1f}x the bytes, with "
-    f"{times['qwen', 'slow'].launches:.0f} launches against {slow.launches:.0f}: its slow path was "
+    + (f"the same {slow.launches:.0f} launches" if f"{times['qwen', 'slow'].launches:.0f}" == f"{slow.launches:.0f}"
+       else f"{times['qwen', 'slow'].launches:.0f} launches against {slow.launches:.0f}")
+    + ": its slow path was "
     + (f"{than(gpu('qwen', 'slow'), gpu('blog', 'slow'), noisier)} the blog shape's on the GPU clock (the "
        "medians of two separate runs of rounds, one per shape, not paired round by round, so this verdict, held "
        "against the noisier of their two A/A floors, is weaker than the chapter's others), and took "
@@ -622,9 +625,10 @@ def read_launch_prices():
              f"{ch2['triton']:.2f} µs for an empty Triton launch ({helpers.recorded_when(ch2['time'], helpers.STARTED, 2)}). "
              "The launches of SDPA and the PyTorch ops cost "
              f"{times_range(min(torch_side) / ch2['torch'], max(torch_side) / ch2['torch'])} the PyTorch op; the "
-             f"per-head loop's, {slow_ours:.0f} of its {times['qwen', 'slow'].launches:.0f} ours, cost "
+             f"per-head loop's launches ({slow_ours:.0f} of its {times['qwen', 'slow'].launches:.0f} are ours) cost "
              f"{times_range(min(loop_ratio), max(loop_ratio))} the two empty launches mixed in the same proportion "
-             f"({', '.join(f'{mix[s]:.1f} µs' for s in SHAPES)} at the {' and '.join(SHAPES)} shapes). ")
+             + (f"({mix[next(iter(SHAPES))]:.1f} µs at both shapes). " if len({f"{m:.1f}" for m in mix.values()}) == 1
+                else f"({', '.join(f'{mix[s]:.1f} µs' for s in SHAPES)} at the {' and '.join(SHAPES)} shapes). "))
     torch_above, loop_above = min(torch_side) > ch2["torch"], min(loop_ratio) > 1
     torch_below, loop_below = max(torch_side) <= ch2["torch"], max(loop_ratio) <= 1
     if torch_above and loop_above:
@@ -839,7 +843,7 @@ helpers.record("attention.modules_replaced", counts["attention"], "modules", "at
 # ratio). Each generation is followed by a one-token one, so the same rounds give the **wall ms per decoded
 # token** (prefill excluded); after the rounds the profiler counts launches and GPU-busy ms per decoded
 # token. We expect the slow path to generate several times slower than the original, so at full size the
-# comparison takes a few minutes.
+# comparison takes a minute or two.
 
 # %%
 n_attention = counts["attention"]
@@ -897,8 +901,8 @@ for name, p in (("original", profile_original), (SLOW, profile_custom)):
         error = round(100 * (predicted_ms / p.wall_ms_per_token - 1), 1) + 0.0  # + 0.0: never "-0.0"
         row["error %"] = "" if name == "original" else f"{error:+.1f}"
     rows.append(row)
-print(f"wall ms per decoded token: {profile_custom.note}; launches and GPU-busy ms: torch.profiler, "
-      f"{helpers.launch_note()}"
+print(f"wall ms per decoded token: {profile_custom.note}"  # in CPU mode the note says what the launches count
+      + (f"; launches and GPU-busy ms: {helpers.launch_note()}" if helpers.HAS_GPU else "")
       + (f"; price of a PyTorch launch from the original: ({profile_original.wall_ms_per_token:.2f} - "
          f"{profile_original.gpu_busy_ms_per_token:.2f}) ms / {profile_original.launches:,.0f} = {torch_us:.1f} µs"
          if budget is not None else ""))

@@ -162,6 +162,7 @@ print(f"predicted rise of all launches per token: about the attention loop's 3 x
 
 # %%
 CUSTOM = "all custom"
+ADJECTIVE = {CUSTOM: "all-custom"}  # the name before a noun: "the all-custom model"
 comparison = helpers.compare_configs(model, {CUSTOM: FULL}, tokenizer=tokenizer, profile=True)
 helpers.show(comparison.table())
 tps_note = (f"median of {len(comparison.orders)} shuffled rounds; new tokens / generation time, prefill included; "
@@ -280,8 +281,20 @@ def read_between_processes(wall_ms, recorded):
                  "after the other). At batch size 1 the host sets the pace, and its pace is not the same in every "
                  "process. That is why every slowdown in this series is a ratio within one comparison's rounds, "
                  "never a quotient of two chapters' numbers.")
-    else:
-        text += f"The two agree within the series' noise ({v.reason}): the host kept its pace between the processes."
+    else:  # within noise: a close median says the host kept its pace only where chapter 1's spread is narrow too
+        band = (1 / (1 + v.noise), 1 + v.noise)
+        close = band[0] <= v.ratio <= band[1]
+        narrow = not spread or band[0] <= quotient.low and quotient.high <= band[1]
+        if close and narrow:
+            text += f"The two agree within the series' noise ({v.reason}): the host kept its pace between the processes."
+        elif close:
+            text += (f"Within the series' noise ({v.reason}), but chapter 1's quartiles over this chapter's value "
+                     f"({quotient.quartiles}) reach beyond the {100 * v.noise:.0f}% threshold: the difference does not "
+                     "stand out of chapter 1's spread, and that spread is too wide to say whether the host kept its "
+                     "pace between the processes.")
+        else:
+            text += (f"The difference does not stand out of chapter 1's spread ({v.reason}), and that spread is too "
+                     "wide to say whether the host kept its pace between the processes.")
     return text
 
 
@@ -388,7 +401,7 @@ if helpers.HAS_GPU:
     text += ("In [the three regimes](01_setup.ipynb#Three-regimes) of chapter 1 (`helpers.regime`, with the wall ms "
              "per decoded token as the host's time to issue a token and the GPU-busy ms as the GPU's time to run "
              "it): "
-             + "; ".join(f"the {n} model is **{r}** ({why})" for n, (r, why) in zip(names, regimes))
+             + "; ".join(f"the {ADJECTIVE.get(n, n)} model is **{r}** ({why})" for n, (r, why) in zip(names, regimes))
              + f". Were the host out of the way, the work alone would make a token **{without_host[0]}** "
              f"({without_host[1]}, reading {weight_bytes / 1e9:.2f} GB of weights for about {flops / 1e9:.1f} GFLOP).")
 else:
@@ -438,7 +451,7 @@ def read_timelines(summaries, profiles):
         text += ("A traced step spans longer than a token of the rounds mostly because the profiler records every "
                  "launch on the host, and so slows it: the rounds, not the trace, give the time. ")
     more = helpers.verdict(b[span] / a[span])
-    text += (f"The {b_label} step spanned {b[span] / a[span]:.2f}x the {a_label}'s"
+    text += (f"The {ADJECTIVE.get(b_label, b_label)} step spanned {b[span] / a[span]:.2f}x the {a_label}'s"
              + ("" if more.real else f" (within noise: {more.reason})") + ", with "
              f"{b['GPU kernels'] / a['GPU kernels']:.2f}x the kernels and {b[busy] / a[busy]:.2f}x "
              "the GPU-busy time. ")
@@ -455,7 +468,8 @@ if helpers.HAS_GPU:
     helpers.plot_timelines(timelines, name="timeline_full_stack")
     plt.show()
     summaries = {label: helpers.timeline_summary(t) for label, t in timelines.items()}
-    helpers.show(pd.DataFrame(summaries).T)
+    table = pd.DataFrame(summaries).T  # the µs columns as whole µs with separators, as the counts (3,341; 10,606)
+    helpers.show(table.assign(**{c: table[c].map(lambda v: f"{v:,.0f}") for c in (helpers.SPAN_US, helpers.BUSY_US)}))
     helpers.md(read_timelines(summaries, profiles))
 else:
     helpers.md("*The timeline of one decode step needs a GPU (there is no GPU lane to trace in CPU mode); "
@@ -918,16 +932,18 @@ quiet = torch.no_grad()  # a call wrapped in it records no autograd graph
 def launches(calls):
     """Kernels one call launches, for each call ({name: fn}): every CUDA kernel (profiler) on a GPU, our
     Triton kernels only in CPU mode. Prints them and returns {name: count}."""
-    kind = "CUDA kernels" if helpers.HAS_GPU else "our Triton kernels (CPU mode)"
+    kind = "CUDA kernel{}" if helpers.HAS_GPU else "of our Triton kernel{} (CPU mode)"
     counted = {name: helpers.launches_per_call(fn) for name, fn in calls.items()}
-    print("; ".join(f"{name}: {n:.0f} {kind} per call" for name, n in counted.items()))
+    print("; ".join(f"{name}: {n:.0f} {kind.format('' if f'{n:.0f}' == '1' else 's')} per call"
+                    for name, n in counted.items()))
     return counted
 
 
-def beside_recorded(ratio, chapter, ids):
-    """This exercise's ratio (a helpers.Ratio) beside the one chapter ``chapter`` recorded for the same call, shape
-    and clock, in another process: ``ids`` is one ratio id (with its quartiles) or a pair (numerator, denominator)
-    of recorded medians. Holds the two to the series' bar for a re-measured ratio (helpers.REPRODUCE_BAR)."""
+def beside_recorded(ratio, chapter, ids, same="the same call"):
+    """This exercise's ratio (a helpers.Ratio) beside the one chapter ``chapter`` recorded for ``same`` (the same
+    call, or what the two timings share), at the same shape and clock, in another process: ``ids`` is one ratio id
+    (with its quartiles) or a pair (numerator, denominator) of recorded medians. Holds the two to the series' bar
+    for a re-measured ratio (helpers.REPRODUCE_BAR)."""
     rows = helpers.results().set_index("id")
     needed = [ids] if isinstance(ids, str) else list(ids)
     if not all(i in rows.index and pd.notna(rows.loc[i, "value"]) for i in needed):
@@ -944,8 +960,17 @@ def beside_recorded(ratio, chapter, ids):
     stamps = pd.to_datetime(pd.Series([rows.loc[i, "time"] for i in needed]), utc=True, errors="coerce")
     when = helpers.recorded_when("" if stamps.isna().any() else str(stamps.min()), helpers.STARTED, chapter)
     off, bar = ratio.median / value - 1, helpers.REPRODUCE_BAR
-    print(f"re-measured in this process: {ratio.median_text}x (quartiles {ratio.quartiles}); chapter {chapter} "
-          f"recorded {value:.3g}x for the same call{spread} ({when}). This run's is {100 * abs(off):.1f}% "
+    # this run's median and quartiles and the recorded value to one number of digits, enough that the quartiles
+    # differ and the recorded value prints unlike either of them (0.2172 beside 0.2140-0.2170, not 0.217 beside 0.217)
+    text = lambda v, d: f"{v:.0f}" if abs(v) >= 1000 else f"{v:#.{d}g}".rstrip(".")  # noqa: E731  (as Ratio's)
+    digits = 3
+    while digits < 6 and ((ratio.low != ratio.high and text(ratio.low, digits) == text(ratio.high, digits))
+                          or (value not in (ratio.low, ratio.high)
+                              and text(value, digits) in (text(ratio.low, digits), text(ratio.high, digits)))):
+        digits += 1
+    print(f"re-measured in this process: {text(ratio.median, digits)}x (quartiles {text(ratio.low, digits)}-"
+          f"{text(ratio.high, digits)}); chapter {chapter} recorded {text(value, digits)}x{spread}, for {same} "
+          f"({when}). This run's is {100 * abs(off):.1f}% "
           f"{'above' if off > 0 else 'below'} it, {'within' if abs(off) <= bar else 'beyond'} the series' "
           f"{100 * bar:.0f}% bar for a re-measured ratio, and chapter {chapter}'s value lies "
           f"{'inside' if ratio.low <= value <= ratio.high else 'outside'} this run's quartiles: the quartiles show "
@@ -1018,7 +1043,9 @@ measured = helpers.check_answer(answer, cmp.ratios["per-head loop"], cmp.floor,
 # programs than the H200 has SMs, so part of the GPU never pulls on the weight, where cuBLAS spreads the
 # read over all of it. On a T4, with fewer SMs (40) and a fifteenth of the bandwidth, our programs cover every
 # SM and the read itself takes most of the time, so the gap may be smaller there, possibly near the 5%
-# threshold. Chapter 4 timed the same call at the same shape; the cell sets its ratio beside yours.
+# threshold. Chapter 4 timed the same shape and kernels, through `kernels.matmul(a, w.t())` and `a @ w.t()` on
+# random operands where this cell calls `kernels.linear` and `F.linear` on the model's weight; the cell sets its
+# ratio beside yours.
 
 # %%
 answer = None  # your guess: "faster", "slower" or "same"
@@ -1028,7 +1055,9 @@ cmp = helpers.compare_calls({"tiled matmul": tiled}, reference=cublas)
 measured = helpers.check_answer(answer, cmp.ratios["tiled matmul"], cmp.floor,
                      change="tiled matmul instead of F.linear, one row of the up projection", clock=cmp.clock)
 if tuple(SIZES.matmul_decode_shape) == (1, config.hidden_size, config.intermediate_size):  # chapter 4's decode shape
-    beside_recorded(cmp.ratios["tiled matmul"], 4, ("matmul.decode_triton_ms", "matmul.decode_torch_ms"))
+    beside_recorded(cmp.ratios["tiled matmul"], 4, ("matmul.decode_triton_ms", "matmul.decode_torch_ms"),
+                    same="the same shape and kernels, called through kernels.matmul(a, w.t()) and a @ w.t() on "
+                         "random operands")
 else:
     print(f"chapter 4 timed its decode matmul at {SIZES.matmul_decode_shape} in this mode, not at this projection's "
           "shape: there is no recorded ratio to set beside this one")

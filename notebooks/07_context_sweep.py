@@ -201,12 +201,13 @@ def read_floors(runs, lengths, pre_floors):
                  "noise of itself at "
                  + "; ".join(f"{L} tokens ({held_reason(floors[L], stood[L])})" for L in held) + ". ")
     if out:
-        text += ("It came out slower or faster than itself at "
+        text += (f"It came out {which_way([stood[L] for L in out])} than itself at "
                  + ", ".join(f"{L} tokens ({stood[L].text})" for L in out)
                  + f": with {rounds} rounds, the host's drift between two slots of one round is not averaged away. ")
     text += ("Each verdict widens its noise threshold to twice its own floor's distance from 1 (never under "
              f"{100 * helpers.MIN_EFFECT:.0f}%): " + ", ".join(f"{L}: {100 * noise[L]:.0f}%" for L in lengths)
-             + f". The slowdown stood out of its threshold at {len(real)} of the {len(lengths)} lengths. A change of "
+             + ". " + threshold_against_spread(floors, noise)
+             + f"The slowdown stood out of its threshold at {len(real)} of the {len(lengths)} lengths. A change of "
              f"the slowdown from one length to another has to clear thresholds like these (up to {100 * widest:.0f}% "
              "here) to count: the trend reading below judges it against the noisier end's floor.")
     pre_stood = {L: helpers.verdict(pre_floors[L]) for L in lengths}
@@ -218,13 +219,36 @@ def read_floors(runs, lengths, pre_floors):
         text += "By the series' rule the original's prefill was within noise of itself at every length."
     else:
         text += (f"So at {', '.join(str(L) for L in pre_out)} tokens the original's prefill came out "
-                 "slower or faster than itself: the prefill points there carry that much noise. ")
+                 f"{which_way([pre_stood[L] for L in pre_out])} than itself: the prefill points there carry that "
+                 "much noise. ")
         inner = [L for L in pre_out if L not in (lengths[0], lengths[-1])]
         if inner:
             text += (f"The trend readings below judge a change against the noisier end's floor only, so the floor "
                      f"at {', '.join(str(L) for L in inner)} tokens widens none of their thresholds: read the prefill "
                      "points there with that noise in mind.")
     return text
+
+
+def which_way(verdicts):
+    """'slower', 'faster' or 'slower or faster': the direction(s) of real verdicts, for a sentence about them."""
+    ways = sorted({"slower" if v.ratio > 1 else "faster" for v in verdicts}, reverse=True)
+    return " or ".join(ways)
+
+
+def threshold_against_spread(floors, noise):
+    """A threshold is set by its floor's median alone: where the floor with the widest quartiles (in log terms) did
+    not get the widest threshold, say so, since its verdicts are held to less than its floor's spread."""
+    span = {L: float(np.log(f.high / f.low)) for L, f in floors.items()}
+    widest = max(span, key=span.get)
+    larger = [L for L in floors if noise[L] > noise[widest]]
+    if not larger:
+        return ""
+    rank = ("the smallest" if all(noise[L] >= noise[widest] for L in floors) else
+            f"smaller than at {len(larger)} of the other {len(floors) - 1} lengths")
+    return (f"A threshold follows its floor's median, not its spread: at {widest} tokens the floor's quartiles "
+            f"({floors[widest].quartiles}) are the widest of the sweep, yet its threshold ({100 * noise[widest]:.0f}%) "
+            f"is {rank}, because its median ({floors[widest].median_text}) sits closer to 1 than theirs; the verdicts "
+            "there are held to less than that floor's spread. ")
 
 
 def held_reason(floor, v):
@@ -301,6 +325,23 @@ gen_o, gen_c = trends["generation wall ms, original"], trends["generation wall m
 pre_o, pre_c = trends["prefill wall ms, original"], trends["prefill wall ms, all custom"]
 pre_trend = trends["prefill ratio, all custom / original"]
 floor_words = lambda fl: ", ".join(f"{L}: {fl[L].median_text} ({fl[L].quartiles})" for L in lengths)
+
+
+def two_statistics():
+    """The per-token verdicts read medians of per-round ratios; the table's medians divided give another statistic.
+    Quotes the length where the two differ most."""
+    quotient = {L: runs[L].decode_ms(CUSTOM).median / runs[L].decode_ms(ORIGINAL).median for L in lengths}
+    both = [L for L in lengths if runs[L].decode_ratio(CUSTOM).median > 0]  # a noisy CPU round can go below zero
+    if not both:
+        return ""
+    at = max(both, key=lambda L: abs(np.log(quotient[L] / runs[L].decode_ratio(CUSTOM).median)))
+    q = f"{quotient[at]:.0f}" if quotient[at] >= 1000 else f"{quotient[at]:#.3g}".rstrip(".")
+    return (f"Those verdicts read the median of each round's ratio, a different statistic from a quotient of the two "
+            f"medians in the trend table (at {at} tokens, {q} against a median ratio of "
+            f"{runs[at].decode_ratio(CUSTOM).median_text}): the host drifts between rounds, and only the per-round "
+            "ratio cancels the drift.")
+
+
 helpers.md(
     f"**The ratio.** From a {lengths[0]}-token to a {lengths[-1]}-token prompt, the all-custom model's time over "
     f"the original's **{ratio_trend.text}**. Every point: {ratio_trend.points}; the verdict at each length, "
@@ -315,9 +356,10 @@ helpers.md(
     + (f"\n\n**Per decoded token** (the rest of the generation): the original's "
        f"{trends['wall ms per decoded token, original'].text}; the custom model's "
        f"{trends['wall ms per decoded token, all custom'].text}. The custom model over the original, per decoded "
-       f"token, against each run's decode A/A floor: {', '.join(f'{L}: {v.text}' for L, v in dec_verdicts.items())}."
-       if decodable else "\n\n**Per decoded token**: the decode steps were too short to isolate from timing noise "
-       "in this run (a median at or below zero), so there is no reading of them.")
+       f"token, against each run's decode A/A floor: {', '.join(f'{L}: {v.text}' for L, v in dec_verdicts.items())}. "
+       + two_statistics() if decodable else
+       "\n\n**Per decoded token**: the decode steps were too short to isolate from timing noise in this run (a "
+       "median at or below zero), so there is no reading of them.")
     + ("" if helpers.HAS_GPU else "\n\nCPU mode: interpreter times on a tiny model and short prompts, "
        "good for following the method, not for conclusions about a GPU.")
 )
@@ -362,23 +404,24 @@ def read_drift(series, trends, lengths):
 helpers.md(read_drift(series, trends, lengths))
 
 # %% [markdown]
-# A caution on any drift reading just above (where one is made). It leans on the original's prefill
-# showing "no consistent trend", and that phrase need not mean a flat line: it can be a median that moved
-# while the rounds spread too widely to call it (see *prefill wall ms, original* in the trend table: its
-# median at each length, and its quartile bounds). Set that row's medians beside those of *wall ms per
-# decoded token, original*. Where the prefill's median moved by about as much, at the same step, this sweep
-# cannot tell drift from context, and a reading that points to drift is a hint, not a finding. Only where the
-# prefill's median stayed flat while the decode times rose does the reading carry weight. The one test
-# that separates the two is to run the lengths again in another order (longest first): drift follows the
-# clock, a context effect follows the length.
+# A caution on any drift reading just above (where one is made). It leans on the original's prefill not
+# growing, whether its reading is "no consistent trend" or "shrank", and neither says the prefill stood
+# still: "no consistent trend" can be a median that moved while the rounds spread too widely to call it,
+# and a prefill that shrank moved too, by drift if not by context (see *prefill wall ms, original* in the
+# trend table: its median at each length, and its quartile bounds). Set that row's medians beside those of
+# *wall ms per decoded token, original*. Where the prefill's median moved by about as much, at the same
+# step, this sweep cannot tell drift from context, and a reading that points to drift is a hint, not a
+# finding. Only where the prefill's median stayed flat while the decode times moved does the reading carry
+# weight. The one test that separates the two is to run the lengths again in another order (longest
+# first): drift follows the clock, a context effect follows the length.
 
 # %%
 def moved_together():
     """The original's prefill from the first length to the last, and the steps between neighbouring lengths where
     it and the original's wall ms per decoded token both moved the same way by helpers.MIN_EFFECT or more."""
     pre = [series["prefill wall ms, original"][0][L].median for L in lengths]
-    text = (f"In this run the original's prefill {pre_o.text} (last over first: {pre_o.change.median_text}x, "
-            f"{lengths[0]} to {lengths[-1]} tokens). ")
+    text = (f"In this run the original's prefill came to {pre_o.change.median_text}x last over first ({lengths[0]} to "
+            f"{lengths[-1]} tokens), and {pre_o.text}. ")
     if not decodable:
         return text + "There is no per-token decode reading to set beside it."
     dec = [series["wall ms per decoded token, original"][0][L].median for L in lengths]
@@ -614,17 +657,21 @@ if pre_o.word == "grew":
                      "is where it would show, though drift between the lengths can move it too (see *Context or "
                      "drift?* above).")
 elif pre_o.word == "shrank":
-    prefill_words = (f"The original's prefill {pre_o.text}, against the prediction: in this run a longer prompt "
-                     "did not cost more wall time." + prefill_against_decode()
+    prefill_words = (f"Against the prediction that it would grow, the original's prefill {pre_o.text}. In this run a "
+                     "longer prompt did not cost more wall time." + prefill_against_decode()
                      + " A longer prompt is more work, never less, so the fall itself points to the host's drift "
                      "between the lengths (see *Context or drift?* above).")
 else:
-    prefill_words = (f"The original's prefill {pre_o.text} (A/A floors of the prefill: {floor_words(pre_floors)}). "
+    prefill_words = (f"Against the prediction that it would grow, the original's prefill {pre_o.text}; the prefill's "
+                     f"A/A floors: {floor_words(pre_floors)}. "
                      "Its work grows with the prompt, but its kernel count does not; for its wall time to follow, "
                      "the extra work has to outweigh the time spent launching, and over these lengths it did not "
                      "by the series' rule." + prefill_against_decode(launch_bound_only=True))
 helpers.md(
-    f"- **Prefill.** {prefill_words} The custom model's prefill {pre_c.text} ({read_together(pre_o, pre_c)}).\n"
+    f"- **Prefill.** {prefill_words} "
+    + ("The custom model's prefill" if pre_c.word == "grew" else
+       "Against the prediction that it would grow, the custom model's prefill")
+    + f" {pre_c.text}; {read_together(pre_o, pre_c)}.\n"
     f"- **The slowdown.** The all-custom model's time over the original's {ratio_trend.text}; each model's "
     f"generation time: {read_together(gen_o, gen_c)}. The custom kernels add a fixed number of launches to every "
     f"step, whatever the context (by construction; chapter 6 counted them at a {SIZES.prompt_len}-token prompt); "
@@ -689,9 +736,10 @@ measured = helpers.check_answer(answer, cmp.ratios["longer context"], cmp.floor,
 # [chapter 5](05_attention.ipynb)) over the whole prompt, causal, at the shortest prompt and at the
 # longest: every token against every earlier one, so the work grows with the square of the length (64
 # times at full size, 8 times as many tokens). In the sweep the original's prefill is a whole forward
-# pass, well over a thousand kernels launched by the host (see its reading above); this call is one kernel, so
-# only the GPU's work is left. Expect **slower**, but by far less than the work: at the shortest prompt
-# the kernel is mostly its fixed cost of starting and finishing, with only a few tiles of queries to
+# pass, each of its kernels launched by the host (chapter 6 counts the kernels of a decode step, the same
+# forward pass over one token); this call is one kernel, so only the GPU's work is left. Expect **slower**,
+# but by far less than the work: at the shortest prompt the kernel is mostly its fixed cost of starting and
+# finishing, with only a few tiles of queries to
 # spread over the GPU's many multiprocessors (132 on an H200, 40 on a T4), most of them idle; the tiles of
 # a longer prompt first fill those idle multiprocessors side by side. The smaller the GPU, the sooner
 # the tiles queue up and the more of the work shows.

@@ -255,6 +255,30 @@ helpers.md(f"Your column has {len(ours) - len(missing)} of the {len(ours)} resul
            + (" In CPU mode the GPU-only numbers (CUDA kernel counts, GPU times, the bandwidth floor) stay empty "
               "by design." if helpers.MODE == "cpu" and len(missing) else ""))
 
+
+def drifted_floors():
+    """The A/A floors in the table (the original against itself) whose distance from 1 sets a noise threshold above
+    the series' minimum: [(source, id, value, its recorded verdict, threshold)]."""
+    floors = ours[ours["label"].str.contains("A/A floor", regex=False)]
+    found = []
+    for column, source in (("yours", "yours"), *(() if same_dir else (("H200", "H200"),))):
+        verdicts = floors["verdict" if column == "yours" else "H200 verdict"]
+        for id_, v, words_ in zip(floors["id"], floors[column], verdicts):
+            threshold = helpers.noise_threshold(helpers.Ratio.of([v])) if v == v else None
+            if threshold is not None and threshold > helpers.MIN_EFFECT:
+                found.append((source, id_, v, words_, threshold))
+    return found
+
+
+if (drifted := drifted_floors()):
+    helpers.md("An A/A floor (a `*.floor` row) is the original timed against itself in the same rounds, so the "
+               "verdict recorded on it does not mean that anything ran slower or faster: a floor far from 1 means that "
+               "run's host drifted between the original's two runs, and every verdict judged against it widens its "
+               "noise threshold to twice the floor's distance from 1 (`helpers.noise_threshold`, never under "
+               f"{100 * helpers.MIN_EFFECT:.0f}%). Here: "
+               + "; ".join(f"{id_} {four(v)} ({source}" + (f", recorded as \"{w}\"" if w else "")
+                           + f"): a noise threshold of {100 * t:.0f}%" for source, id_, v, w, t in drifted) + ".")
+
 # %% [markdown]
 # ## One measurement of every configuration
 #
@@ -284,6 +308,12 @@ CONFIGS = {name: re.sub(r"\W+", "_", name).strip("_").lower()
 # the launch budget's base (the original's measured time) and its one fit (the in-situ factor, on the all-custom model)
 FITTED = (helpers.ORIGINAL, helpers.REPRODUCE_CONFIGS["full.slowdown"][0])
 BAR = helpers.PREDICTION_BAR  # a prediction within 20% of the measured wall ms per token holds
+
+
+def role(name):
+    """A configuration's part in the launch budget: "base" (the original, whose measured time is the base),
+    "fitted" (the all-custom model, which the in-situ factor is fitted on) or "predicted"."""
+    return "base" if name == FITTED[0] else "fitted" if name in FITTED else "predicted"
 
 
 YOURS = {"full": f"yours ({helpers.SLUG})", "quick": f"yours ({helpers.SLUG}, quick mode)",
@@ -464,8 +494,9 @@ def read_swaps(source):
                      + ", ".join(f"*{s}* ({v:.2f}x)" for s, v in unjudged[source].items()))
     everything = swaps.loc[helpers.REPRODUCE_CONFIGS["full.slowdown"][0]]
     if everything[source] == everything[source]:
-        words = everything[f"{source} verdict"] or "no verdict recorded"
-        parts.append(f"everything at once: {everything[source]:.2f}x ({words})")
+        words = everything[f"{source} verdict"]
+        parts.append("everything at once: " + (words if words.endswith(("slower", "faster")) else
+                                               f"{everything[source]:.2f}x ({words or 'no verdict recorded'})"))
     return f"- **{source}**: " + "; ".join(parts) + "."
 
 
@@ -525,12 +556,12 @@ helpers.md(f"**Did *{ALL_PROJ}* cost less than *{ATT_MLP}*?** "
 #
 # The base is measured (the original's own wall ms per decoded token), and one number is **fitted, on one
 # configuration** (`helpers.fit_module_budget`): the in-situ factor, on the all-custom model (the one whose
-# measured time it puts exactly on the line). Those two rows are on the line by construction, not
-# predictions. The model is then **judged on the other configurations**: each one's prediction uses only
-# its calls, their prices alone and its GPU-busy time, never its measured time. The bar is
-# `helpers.PREDICTION_BAR`: 20% of the measured wall ms per decoded token. Each kind of call has its own
-# price, not one average price per launch: the price list below shows each one's host µs per call and CUDA
-# kernels per call.
+# measured time it puts exactly on the line). Those two rows (roles *base* and *fitted* in the table) are on
+# the line by construction, not predictions. The model is then **judged on the other configurations**: each
+# one's prediction uses only its calls, their prices alone and its GPU-busy time, never its measured time.
+# The bar is `helpers.PREDICTION_BAR`: 20% of the measured wall ms per decoded token. Each kind of call has
+# its own price, not one average price per launch: the price list below shows each one's host µs per call
+# and CUDA kernels per call.
 #
 # Chapter 2's empty launches (recorded as `add.launch_us_torch` and `add.launch_us_triton`) are set beside
 # the prices below: they leave out the framework's Python and our launchers' own. In CPU mode there is no
@@ -555,7 +586,7 @@ if REMEASURE:
         helpers.record(f"lessons.wall_ms_per_token_{tag}", p.wall_ms_per_token, "ms",
                        f"wall ms per decoded token, prompt {P}, {SIZES.new_tokens} new tokens; {p.note}")
         helpers.record(f"lessons.predicted_wall_ms_per_token_{tag}", predicted[name], "ms",
-                       f"{'fitted' if name in FITTED else 'predicted'}; {model_note}")
+                       f"{role(name)}; {model_note}")
     helpers.record("lessons.in_situ_factor", launch_budget.in_situ, "x",
                    f"what the swaps add to the {PRICE_CLOCK} time inside the model over what they add at prices alone, "
                    f"fitted on {FITTED[1]}" + ("" if helpers.HAS_GPU else "; CPU mode: interpreter time"))
@@ -573,9 +604,9 @@ if REMEASURE:
         "wall ms per token (measured)": p.wall_ms_per_token,
         "wall ms per token (predicted)": predicted[name],
         "error %": 100 * (predicted[name] / p.wall_ms_per_token - 1),
-        "role": "fitted" if name in FITTED else "predicted",
+        "role": role(name),
     } for name, p in profiles.items()])
-    budget["within 20%"] = np.where(budget["role"] == "fitted", "(fitted)",
+    budget["within 20%"] = np.where(budget["role"] != "predicted", "(" + budget["role"] + ")",
                                     np.where(budget["error %"].abs() <= 100 * BAR, "yes", "no"))
     print(f"per decoded token, prefill excluded; launches: {helpers.launch_note()}")
     print(f"base: {FITTED[0]}'s own {launch_budget.base_ms:.2f} {'wall' if helpers.HAS_GPU else 'interpreter'} ms "
@@ -704,7 +735,7 @@ if budget is not None:
                 h200_rows.append({"configuration": name, "tag": tag,
                                   "wall ms per token (measured)": measured_.value,
                                   "wall ms per token (predicted)": predicted_.value,
-                                  "role": "fitted" if name in FITTED else "predicted", "source": "H200"})
+                                  "role": role(name), "source": "H200"})
         if earlier:
             print(f"left out: {earlier} predictions of the committed H200 run made by an earlier form of the model, as "
                   "their notes say; they come back when that run is re-made")
@@ -722,18 +753,19 @@ if budget is not None:
     ax.fill_between(line, line * (1 - BAR), line * (1 + BAR), color="gray", alpha=0.15,
                     label=f"within {100 * BAR:.0f}%")
     # every point exactly on its own coordinates: colour = configuration, shape = source, a thick black edge for
-    # the two fitted ones; each carries its configuration's name, placed where it covers no other label or point
+    # the base and the fitted one; each carries its configuration's name, placed where it covers no other label
+    # or point
     palette = [c for i, c in enumerate(plt.cm.tab10.colors) if i != 7]  # tab10's grey is the band's
     colors = dict(zip(CONFIGS, palette))  # configuration name -> colour
     markers = dict(zip(points["source"].unique(), "os"))
     style = dict(markersize=7, linestyle="")
     for (x, y), row in zip(xy, points.to_dict("records")):
         ax.plot(x, y, marker=markers[row["source"]], color=colors[row["configuration"]], alpha=0.85, zorder=3,
-                markeredgecolor="black", markeredgewidth=2.0 if row["role"] == "fitted" else 0.5, **style)
+                markeredgecolor="black", markeredgewidth=2.0 if row["role"] != "predicted" else 0.5, **style)
     handles = [Line2D([], [], marker=m, color="lightgray", markeredgecolor="black", markeredgewidth=0.5,
                       label=f"measured by: {src}", **style) for src, m in markers.items()]
     handles.append(Line2D([], [], marker="o", color="lightgray", markeredgecolor="black", markeredgewidth=2.0,
-                          label=f"fitted ({' and '.join(FITTED)}):\non the line by construction", **style))
+                          label=f"base ({FITTED[0]}) and fitted ({FITTED[1]}):\non the line by construction", **style))
     handles += ax.get_legend_handles_labels()[0]
     ax.legend(handles=handles, title="colour and label: configuration", fontsize=7, title_fontsize=8,
               loc="upper left", bbox_to_anchor=(1.01, 1))
@@ -923,6 +955,7 @@ def read_reproduced(again):
     return "\n\n".join(["\n".join(lines), *notes])
 
 
+again = None  # the re-measured headline ratios, where REMEASURE
 if REMEASURE:
     again = helpers.reproduce(committed=H200_DIR / "results.csv", comparison=comparison)  # kernels timed here
     helpers.show(again)  # no .round(): table_number rounds once (0.09067, not a padded 0.09100)
@@ -1061,11 +1094,16 @@ def read_fixes(fixes, original_ms, source):
             f"{original_ms:.2f} ({added:+.2f} wall ms). ")
     if source == YOURS and comparison is not None and fixes.index[0] in comparison.ratios:  # timed here too
         r, theirs = comparison.ratios[fixes.index[0]], start["x the original"]
+        mine, chapter9_ms = profiles[fixes.index[0]].wall_ms_per_token, start["wall ms per decoded token"]
+        moved = helpers.verdict(chapter9_ms / mine)  # one value each: words only where it stands out
         text += (f"This chapter's own comparison, another process, measured *{fixes.index[0]}* at {r.median_text}x the "
-                 f"original's time per generation (quartiles {r.quartiles}), "
-                 f"{profiles[fixes.index[0]].wall_ms_per_token:.2f} wall ms per decoded token; chapter 9's "
-                 f"{four(theirs)}x lies {'inside' if r.low <= theirs <= r.high else 'outside'} those quartiles. This "
-                 "section subtracts only chapter 9's own numbers. ")
+                 f"original's wall time per generation (quartiles {r.quartiles}), {mine:.2f} wall ms per decoded "
+                 f"token; chapter 9's {four(theirs)}x lies {'inside' if r.low <= theirs <= r.high else 'outside'} "
+                 f"those quartiles, and its {chapter9_ms:.2f} wall ms per decoded token lie "
+                 + (f"{abs(chapter9_ms - mine):.2f} wall ms {'above' if chapter9_ms > mine else 'below'} this "
+                    f"chapter's ({moved.text}, one value each)" if moved.real else
+                    f"within noise of this chapter's ({moved.reason})")
+                 + ". This section subtracts only chapter 9's own numbers. ")
     parts = []
     for name, r in fixes.iloc[1:].iterrows():
         v = r["verdict against the step before"]
@@ -1073,15 +1111,16 @@ def read_fixes(fixes, original_ms, source):
         if v.endswith("faster") and r[WON] > 0:
             part += f", {r[WON]:.2f} wall ms per decoded token won back"
             share = r["share of what all custom added, %"]
-            part += f" ({share:.0f}% of what the all-custom model added)" if pd.notna(share) else ""
+            part += f", {share:.0f}% of what the all-custom model added" if pd.notna(share) else ""
         elif v.endswith("faster"):
             part += (f", though its wall ms per decoded token did not fall ({r[WON]:+.2f} wall ms won back): they "
                      "leave the prefill out, which the per-generation ratio includes")
         if r["undoes"]:
-            part += f" (it undoes *{r['undoes']}*: {r['its recorded slowdown']}"
-            part += not_a_mirror(fixes, name, r, source) + ")"
+            recorded_as, _, by = r["its recorded slowdown"].rpartition(" (")  # "3.95x slower", "chapter 5)"
+            part += (f"; it undoes *{r['undoes']}*, which {by.rstrip(')')} recorded as {recorded_as}"
+                     + not_a_mirror(fixes, name, r, source))
         parts.append(part)
-    text += "Step by step: " + "; ".join(parts) + ". "
+    text += "Step by step: " + " ".join(f"{p}." for p in parts) + " "
     text += (f"A generation of the last step, *{fixes.index[-1]}*, was "
              f"{words(last['verdict against the original'], last['x the original'], 'the original')}, at "
              f"{last['wall ms per decoded token']:.2f} wall ms per decoded token. The wall ms per token all come from "
@@ -1313,18 +1352,38 @@ if (g := have("attention.sdpa_ms", "attention.slow_ms", "attention.slow_launches
                 f"{against(w, r, 'SDPA')} in {clock}{replayed}: about {per_kernel_us:.1f} µs of {clock} per "
                 f"kernel, the cost of starting and finishing each small kernel (recorded by chapter 5, {s}; no "
                 "host-clock times recorded there).")
+    remeasured = (again[again["id"] == "attention.slow_ms/attention.sdpa_ms"]
+                  if again is not None and s == YOURS else None)  # this chapter's own, same machine only
+    if remeasured is not None and len(remeasured):
+        ra = remeasured.iloc[0]
+        cite(n, "attention: per-head loop / SDPA, blog's shape (re-measured in this chapter)", ra["yours"],
+             f"x ({clock})", ra["verdict"], s)
+        text += (f" Re-measured in this chapter, in {ra['clock']}, it was {against(ra['verdict'], ra['yours'], 'SDPA')} "
+                 f"(quartiles {ra['quartiles']}; the section \"Re-measure the headline numbers here\" sets the two "
+                 "side by side).")
     text += swapped_in("attention.slowdown", "the per-head loop", n, s)
     lessons.append(text)
 
+GRAPH_HOW = "GPU-busy time + graph gaps"  # chapter 9's prediction of a step replayed from a CUDA graph
+OLD_GRAPH_HOW = "GPU-busy time alone"  # its earlier one, in notes recorded before it measured the graph gap
+
+
+def graph_how(note):
+    """How chapter 9 predicted a graph row, from its recorded note (every graph row's note ends with "(graph)")."""
+    return OLD_GRAPH_HOW if "GPU-busy time (graph)" in note else GRAPH_HOW
+
+
 def chapter9_predictions():
     """Chapter 9's own predictions, from the source that recorded its staircase, counted as chapter 9 counts them:
-    its eager steps priced by the launch budget (the two configurations it fits on, the original and the all-custom
-    start, left out), and apart from them the configurations replayed from a CUDA graph (``decoder="graph"`` in
-    ``helpers.STAIRCASE`` / ``helpers.BESIDE_STAIRCASE``), which it predicts by their GPU-busy time alone (how each
-    row was predicted is read from its recorded note where it says: in CPU mode chapter 9 steps the graph rows
-    eagerly and prices them by the budget). A DataFrame: configuration, how, predicted and measured wall ms per
-    decoded token, error %, within the bar, whether the earlier model made it (its note says so); and for each
-    eager step after the first fix, the saving from the step before, predicted and measured."""
+    its eager steps priced by the launch budget (the base and the fitted configuration, the original and the
+    all-custom start, left out), and apart from them the configurations replayed from a CUDA graph
+    (``decoder="graph"`` in ``helpers.STAIRCASE`` / ``helpers.BESIDE_STAIRCASE``), which it predicts by their
+    GPU-busy time plus one graph gap per kernel (an earlier chapter 9, by their GPU-busy time alone). How each row
+    was predicted is read from its recorded note where there is one: a graph row's note ends with "(graph)"; in CPU
+    mode chapter 9 steps the graph rows eagerly and prices them by the budget. A DataFrame: configuration, how,
+    predicted and measured wall ms per decoded token, error %, within the bar, whether the earlier model made it
+    (its note says so); and for each eager step after the first fix, the saving from the step before, predicted and
+    measured."""
     if not chapter9:
         return None
     table_ = SOURCES[source9]
@@ -1339,10 +1398,11 @@ def chapter9_predictions():
         if not (pred and wall):  # transformers' compiled path is not priced
             continue
         note = note_of(table_, f"{FIXES}.{step_tag(name)}.predicted_wall_ms_per_token")
-        graph = "GPU-busy time (graph)" in note if note else kwargs.get("decoder") == "graph"
-        row = {"configuration": name, "how": "GPU-busy time (graph)" if graph else "launch budget",
+        graph = note.rstrip().endswith("(graph)") if note else kwargs.get("decoder") == "graph"
+        row = {"configuration": name, "how": graph_how(note) if graph else "launch budget",
                "predicted": pred.value, "measured": wall.value, "error %": 100 * (pred.value / wall.value - 1),
-               "earlier model": any(words in note for words in EARLIER_MODEL)}
+               "earlier model": any(words in note for words in EARLIER_MODEL),
+               "graph decoder": kwargs.get("decoder") == "graph"}
         row["within"] = abs(row["error %"]) <= 100 * BAR
         if not graph and name in STEP_NAMES:  # the saving against the step before, both priced by the budget
             before = STEP_NAMES[STEP_NAMES.index(name) - 1]
@@ -1355,23 +1415,43 @@ def chapter9_predictions():
     return pd.DataFrame(rows) if rows else None
 
 
+def chapter9_groups(ch9):
+    """Chapter 9's predictions in the groups it counts apart: [(what, how, rows)]: its eager steps (the launch
+    budget), its graph rows where it stepped them eagerly (CPU mode: the launch budget too), and its graph rows
+    replayed from a CUDA graph (by the model its notes name)."""
+    budgeted = ch9[ch9["how"] == "launch budget"]
+    groups = [("eager steps", "launch budget", budgeted[~budgeted["graph decoder"]]),
+              ("graph rows (stepped eagerly in CPU mode)", "launch budget", budgeted[budgeted["graph decoder"]])]
+    groups += [("graph rows", how, rows_) for how, rows_ in ch9[ch9["how"] != "launch budget"].groupby("how", sort=False)]
+    return [(what, how, rows_) for what, how, rows_ in groups if len(rows_)]
+
+
 def read_chapter9_predictions(ch9):
-    """Chapter 9's predictions in words, as chapter 9 counts them: the launch budget on its eager steps, the GPU-busy
-    time on its graph rows; for the misses, the step whose predicted saving overshot its measured one the most (each
-    prediction's error is the step before's plus the gap between the two savings, so the steps after it inherit the
-    gap)."""
-    eager, graph = ch9[ch9["how"] == "launch budget"], ch9[ch9["how"] != "launch budget"]
+    """Chapter 9's predictions in words, as chapter 9 counts them: the launch budget on its eager steps, and apart from
+    it the GPU-busy time plus the graph gaps on its graph rows; for the misses, the step whose predicted saving
+    overshot its measured one the most (each prediction's error is the step before's plus the gap between the two
+    savings, so the steps after it inherit the gap)."""
+    eager, graph = ch9[ch9["how"] == "launch budget"], ch9[ch9["how"] != "launch budget"]  # budget-priced, or not
     earlier = bool(eager["earlier model"].any())
     cpu9 = source9 == YOURS and helpers.MODE == "cpu"  # no PyTorch launch counted: the original's time is the base
     method = ("an earlier form of the launch budget, as its recorded notes say" if earlier else
               "its own run's launch budget: the original's " + ("interpreter" if cpu9 else "wall") + " time as the "
               "base, each call of ours priced alone against the original's call it replaces, an in-situ factor "
               "fitted on the all-custom model")
-    text = (f" Chapter 9 priced its own steps ({source9}) with {method}. It predicted "
-            f"{int(eager['within'].sum())} of {len(eager)} eager steps within {100 * BAR:.0f}%")
-    text += (f"; GPU-busy time: {int(graph['within'].sum())} of {len(graph)} graph rows (a step replayed from a CUDA "
-             "graph is predicted by its GPU-busy time alone, with one launch per token left to the host)."
-             if len(graph) else ".")
+    text = f" Chapter 9 priced its own steps ({source9}) with {method}. It predicted "
+    text += "; ".join(f"{int(rows_['within'].sum())} of {len(rows_)} {what} within {100 * BAR:.0f}%"
+                      for what, how, rows_ in chapter9_groups(ch9) if how == "launch budget") + "."
+    gap = recorded(SOURCES[source9], f"{FIXES}.graph_kernel_gap_us")
+    for how, rows_ in graph.groupby("how", sort=False):  # another model than the launch budget: counted apart
+        model = ("its GPU-busy time plus one graph gap per kernel, the GPU time a replay spends between one kernel's "
+                 "end and the next one's start"
+                 + (f" ({gap.value:.3f} GPU µs, measured by chapter 9 on a graph of one-element adds)" if gap else "")
+                 if how == GRAPH_HOW else
+                 "its GPU-busy time alone, as its recorded notes say (an earlier form of chapter 9's model, before it "
+                 "measured the gap a graph leaves between kernels)")
+        text += (f" Apart from the launch budget, a step replayed from a CUDA graph, with one launch per token left to "
+                 f"the host, was predicted by {model}: {int(rows_['within'].sum())} of {len(rows_)} graph rows within "
+                 f"{100 * BAR:.0f}%.")
     misses = ch9[~ch9["within"]]
     if not len(misses):
         return text
@@ -1398,19 +1478,21 @@ if budget is not None:
     cite(n, "launch-budget model: configurations predicted within 20%", len(hits), f"of {len(judged)}", "", YOURS)
     ch9 = chapter9_predictions()
     if ch9 is not None:
-        for how, what in (("launch budget", "eager steps"), ("GPU-busy time (graph)", "graph rows")):
-            part = ch9[ch9["how"] == how]
-            if len(part):
-                cite(n, f"chapter 9: {what} predicted within 20% ({how})", int(part["within"].sum()),
-                     f"of {len(part)}", "", source9)
+        for what, how, part in chapter9_groups(ch9):
+            cite(n, f"chapter 9: {what} predicted within 20% ({how})", int(part["within"].sum()),
+                 f"of {len(part)}", "", source9)
     cite(n, f"in-situ factor: what the swaps add in the model / at prices alone (fitted on {FITTED[1]})",
          launch_budget.in_situ, "x", "", YOURS)
     for which, kind in (("cheapest", cheap), ("dearest", dear)):
         cite(n, f"{which} call of ours alone: {kind} (in {price_list.loc[kind, 'priced in']})",
              price_list.loc[kind, PRICE], f"µs ({PRICE_CLOCK})", "", YOURS)
-    all_held = len(hits) == len(judged) and (ch9 is None or bool(ch9["within"].all()))
-    title = ("A token's time is a launch budget." if all_held else
-             "A launch budget predicts some configurations, not all." if len(hits) else
+    # the title counts the launch budget's own predictions: this chapter's, and chapter 9's eager steps; chapter 9's
+    # graph rows are another model's, read apart (read_chapter9_predictions)
+    budget9 = ch9[ch9["how"] == "launch budget"] if ch9 is not None else None
+    budget_hits = len(hits) + (int(budget9["within"].sum()) if budget9 is not None else 0)
+    budget_total = len(judged) + (len(budget9) if budget9 is not None else 0)
+    title = ("A token's time is a launch budget." if budget_hits == budget_total else
+             "A launch budget predicts some configurations, not all." if budget_hits else
              "The launch budget did not predict a token's time here.")
     prices_alone = (f"each call of ours at its own {PRICE_CLOCK} price alone ({four(ours_prices[cheap])} "
                     f"µs for *{cheap}* to {four(ours_prices[dear])} µs for *{dear}*) minus the price alone of the "
@@ -1438,10 +1520,10 @@ for s, table_ in SOURCES.items():
             f and f.has_spread for f in floors.values()):
         as_ratio = lambda r: helpers.Ratio(r.value, r.low, r.high, [])  # noqa: E731
         trend = read_trend({L: as_ratio(r) for L, r in ratios.items()}, {L: as_ratio(f) for L, f in floors.items()})
-        context_reading = (s, lengths, ratios, trend)
+        context_reading = (s, lengths, ratios, floors, trend)
         break
 if context_reading:
-    s, lengths, ratios, trend = context_reading
+    s, lengths, ratios, floors, trend = context_reading
     n = len(lessons) + 1
     helpers.show(pd.DataFrame([{"source": s, "median at each prompt length": trend.points,
                                 "last / first": trend.change.median_text,  # at its quartile bounds' digits
@@ -1453,9 +1535,19 @@ if context_reading:
     title = {"grew": "The slowdown grew with the context.",
              "shrank": "The slowdown shrank as the context grew."}.get(
         trend.word, "The slowdown showed no consistent trend as the context grew.")
+    end = max((lengths[0], lengths[-1]), key=lambda L: abs(floors[L].value - 1))  # the floor read_trend judges by
+    cite(n, f"A/A floor (the original against itself), {end}-token prompt, the noisier end", floors[end].value,
+         "x (wall)", "", s)
+    noise = trend.verdict.noise
+    threshold = (f"Its noise threshold, {100 * noise:.0f}%, is twice the distance from 1 of the A/A floor at {end} "
+                 f"tokens ({floors[end].value:.3f}), the noisier of the two ends: an A/A floor far from 1 means that "
+                 "run's host drifted between the original's two runs, and the verdict widens its threshold to match."
+                 if noise > helpers.MIN_EFFECT else
+                 f"Its noise threshold is the series' smallest real effect, {100 * noise:.0f}%: both ends' A/A floors "
+                 "lie close to 1.")
     lessons.append(f"**{title}** From {lengths[0]} to {lengths[-1]} prompt tokens (recorded by chapter 7, {s}), the "
-                   f"all-custom model's time over the original's {trend.text}. Every point: {trend.points}. This is "
-                   "chapter 7's reading of the same recorded numbers.")
+                   f"all-custom model's time over the original's {trend.text}. Every point: {trend.points}. "
+                   f"{threshold} This is chapter 7's reading of the same recorded numbers.")
 if (g := have("full.first_divergence")):
     (d,), s = g
     n = len(lessons) + 1
@@ -1521,10 +1613,11 @@ if not chapter9:
 #    results are present). Better kernels can then shrink the GPU-busy time itself, down to chapter 1's
 #    weight-read floor: the GPU time it takes just to read every weight once. The eager profile's GPU-busy
 #    time is only an approximate floor: a graph over a static KV cache runs kernels of its own (chapter 9
-#    counts them: copies and indexed writes into the cache, and more elementwise and reduction kernels), so
-#    a graph step's GPU-busy time can come out somewhat higher than the eager step's. Where chapter 9's
-#    results are present, the last line below gives the GPU-busy ms of the original replayed from a graph
-#    (in chapter 9's process), to set beside its eager GPU-busy ms in the table below.
+#    counts them by name, against the eager step's), so a graph step's GPU-busy time can come out somewhat
+#    higher than the eager step's, and a replay still spends GPU time between one kernel and the next, which
+#    the GPU-busy sum leaves out (chapter 9 measures that gap and adds it to its graph rows' predictions).
+#    Where chapter 9's results are present, the last line below gives the GPU-busy ms of the original
+#    replayed from a graph (in chapter 9's process), to set beside its eager GPU-busy ms in the table below.
 
 # %%
 if comparison is not None:

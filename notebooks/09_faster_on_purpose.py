@@ -19,9 +19,10 @@
 #   projections, q/k norm + RoPE) cut the launches per token, and how a CUDA graph cuts the host's
 #   launches to one per token;
 # - how well chapter 8's launch budget predicts each step from the price of each of our modules and of the
-#   original's module it replaces, each measured on its own;
-# - what one decode step looks like on a timeline, eager against replayed from a graph, and why the graph's
-#   step holds more kernels than the eager one;
+#   original's module it replaces, each measured on its own, and how well the GPU's own time (its kernels'
+#   time plus the gap a graph leaves between kernels) predicts a step replayed from a CUDA graph;
+# - what one decode step looks like on a timeline, eager against replayed from a graph, and which kinds of
+#   kernel the graph's step runs more or fewer of than the eager one;
 # - where the fast kernels sit on a roofline beside the slow kernels of chapters 2 to 5;
 # - whether the fast model beats the original eager model, and transformers' own compiled generation;
 # - what a reader with a T4 should expect, as an estimate built from this run's ratios and the T4's floor.
@@ -340,7 +341,8 @@ def read_agreement(first: int, first_graph: int, n: int, chapter6, margin, graph
                      f"of additions. Fed the same tokens, one step at a time, the eager fast model's top-2 margin at "
                      f"that token was {top2:.3g} and its logits differed from the static-cache step's by up to "
                      f"{gap:.3g}: ")
-            text += (f"a margin of at most twice that difference ({2 * gap:.3g}), so a near-tie, flipped by rounding."
+            text += ("an exact tie (margin 0), broken the other way by rounding." if top2 == 0 else
+                     f"a margin of at most twice that difference ({2 * gap:.3g}), so a near-tie, flipped by rounding."
                      if top2 <= 2 * gap else
                      f"**that is not rounding**: the margin is wider than twice the difference ({2 * gap:.3g}), so the "
                      "graph's step computes something else than the eager step.")
@@ -413,14 +415,21 @@ print(f"{len(comparison.orders)} shuffled rounds, prompt {comparison.prompt_len}
 #   `max(host, GPU-busy)`.
 #
 # The host's speed differs from one process to the next by more than the spread inside one, so everything
-# comes from this run: the base is the original's own wall ms (measured, not fitted), the in-situ factor is
-# fitted on the all-custom model. Those two rows are on the line by construction. Every other step is
-# predicted from its calls, their prices alone and its GPU-busy time, with numbers that have not seen its
-# time.
+# comes from this run: the base is the original's own wall ms (measured, not fitted: its role reads *base*),
+# the in-situ factor is fitted on the all-custom model (role *fitted*). Those two rows are on the line by
+# construction. Every other step is predicted from its calls, their prices alone and its GPU-busy time, with
+# numbers that have not seen its time.
 #
 # A step replayed from a CUDA graph launches once per token, so there is no launch budget to pay: its
-# prediction is its GPU-busy time per token, the time the GPU needs with the host out of the way. In CPU
-# mode there is no GPU time: the same budget runs on the interpreter's clock.
+# prediction is the GPU's own time per token, with the host out of the way. That is more than its GPU-busy
+# time: the profiler sums each kernel's own run time, and leaves out the gap the GPU spends between one
+# kernel's end and the next one's start, which a replay still pays once per kernel. So a graph row's
+# prediction is its GPU-busy time plus its kernels per token times one *graph gap*
+# (`helpers.graph_step_ms`). The gap is measured once, here, on a graph of one-element adds
+# (`helpers.graph_kernel_gap_us`: their GPU time per replay, `do_bench_cudagraph`, minus their summed kernel
+# time from `torch.profiler`, over the kernels), so it has not seen any configuration's time either. In CPU
+# mode there is no GPU time and no graph: the same budget runs on the interpreter's clock, graph rows
+# included (their step runs eagerly).
 
 # %%
 def launch_prices():
@@ -435,8 +444,8 @@ def launch_prices():
 
 def predict_ms(name: str, p, budget) -> float:
     """Predicted wall ms per decoded token of ``name`` from its profile ``p`` (launch counts, prices, GPU-busy)."""
-    if graphed(name):
-        return p.gpu_busy_ms_per_token  # one host launch per token: what is left is the GPU's work
+    if graphed(name):  # one host launch per token: what is left is the GPU's work, its kernels and the gaps between
+        return helpers.graph_step_ms(p.gpu_busy_ms_per_token, p.launches, GAP_US)
     return budget.predict_ms(p)
 
 
@@ -454,7 +463,9 @@ if not helpers.HAS_GPU:  # CPU mode steps a graph row eagerly: it makes its eage
 
 
 def role(name: str, fitted: tuple) -> str:
-    return "fitted" if name in fitted else "predicted"
+    """"base" for the original (its own measured time is the budget's base), "fitted" for the configuration the
+    in-situ factor is fitted on, "predicted" for every other."""
+    return "base" if name == fitted[0] else "fitted" if name in fitted else "predicted"
 
 
 def busy_cell(p):
@@ -462,11 +473,28 @@ def busy_cell(p):
     return "n/a (CPU)" if p.gpu_busy_ms_per_token is None else p.gpu_busy_ms_per_token
 
 
+GRAPH_HOW = "GPU-busy time + graph gaps"  # how a step replayed from a CUDA graph is predicted (helpers.graph_step_ms)
+
+
+def graph_note(name: str) -> str:
+    """How a graph row's prediction was made, for its recorded note (which ends with "(graph)": chapter 8 reads it)."""
+    return f"GPU-busy time + {GAP_US:.3f} µs x {profiles[name].launches:.0f} kernels (graph)"
+
+
 budget, price_source, FITTED = launch_prices()
+GAP_US = helpers.graph_kernel_gap_us()  # GPU µs per kernel a graph replay spends beyond its kernels; None in CPU mode
+if GAP_US is None:
+    print("graph gap: none in CPU mode (no GPU, no CUDA graph)")
+else:
+    gap_note = (f"GPU time of one replay of a CUDA graph of {helpers.GRAPH_GAP_KERNELS} one-element adds "
+                "(do_bench_cudagraph, median) minus their summed kernel time from torch.profiler, over the kernels")
+    print(f"graph gap: {GAP_US:.3f} GPU µs per kernel beyond the kernels' own time; {gap_note}"
+          + ("; negative: the profiler's kernel times already cover what the replay spends" if GAP_US < 0 else ""))
+    helpers.record("faster.graph_kernel_gap_us", GAP_US, "us", gap_note)
 PREDICTED = [ORIGINAL, *STEPS, ORIGINAL_GRAPH]  # transformers' compiled path runs inside torch.compile: not priced
 predictions = {name: predict_ms(name, profiles[name], budget) for name in PREDICTED}
 predicted_table = pd.DataFrame([{
-    "configuration": name, "how": ("GPU-busy time (one graph launch per token)" if graphed(name) else "launch budget"),
+    "configuration": name, "how": (f"{GRAPH_HOW} (one graph launch per token)" if graphed(name) else "launch budget"),
     "kernels per token": profiles[name].launches,
     "calls swapped per token": sum(m.per_token for m in profiles[name].modules.values() if m.twin),
     f"swaps at prices alone, {'host' if helpers.HAS_GPU else 'interpreter'} ms per token":
@@ -518,8 +546,37 @@ for name in STEPS:
     rows.append(row)
 staircase = pd.DataFrame(rows).set_index("step")
 helpers.show(staircase)
-print("ratios: time per generation (prefill included), median of per-round ratios; above 1 slower. "
+print("ratios: wall time per generation (prefill included), median of per-round ratios; above 1 slower. "
       f"Kernels: {helpers.launch_note()}.")
+
+
+def read_orders(names: list, shown: int = 6) -> str:
+    """Where the tokens/s medians rank two steps in the opposite order to their time ratios to the original, the
+    pairs, each judged round by round (``step_ratio``, against the A/A floor); '' where the two agree."""
+    tps, ratio = comparison.tokens_per_s, {n: comparison.ratios[n].median for n in names}
+    crossed = [(a, b) for i, a in enumerate(names) for b in names[i + 1:]
+               if (tps[a] - tps[b]) * (ratio[a] - ratio[b]) > 0]  # more tokens/s, yet a larger time ratio
+    if not crossed:
+        return ""
+    pairs = []
+    for a, b in crossed[:shown]:
+        r = step_ratio(a, b)
+        v = helpers.verdict(r, floor)
+        pairs.append(f"*{a}* against *{b}* ({tps[a]:.2f} against {tps[b]:.2f} tokens/s, but {ratio[a]:.3f}x against "
+                     f"{ratio[b]:.3f}x the original's time; round by round *{a}* was "
+                     + (f"{v.text} than *{b}*)" if v.real else f"within noise of *{b}*: {v.reason})"))
+    return ("The two columns rank " + (f"{len(crossed)} pairs" if len(crossed) > 1 else "one pair")
+            + " of steps in opposite orders: " + "; ".join(pairs)
+            + (f"; and {len(crossed) - shown} more" if len(crossed) > shown else "")
+            + ". *tokens/s (median)* is the median of each configuration's own rounds, so the host's drift from round "
+            "to round stays in it; a time ratio is the median of per-round ratios, each generation's time over "
+            "another's in the same round, so that drift cancels out of it. Read the ratios and their verdicts, not the "
+            "order of the tokens/s.")
+
+
+orders = read_orders([n for n in STEPS if n in comparison.ratios])
+if orders:
+    helpers.md(orders)
 
 # %% [markdown]
 # ### Beside the staircase
@@ -565,11 +622,14 @@ if COMPILED is None:
 #
 # Each prediction beside the measured wall ms per decoded token, and how far off it was; a prediction
 # holds within `helpers.PREDICTION_BAR` of the measurement. Two models are judged here, and counted apart:
-# the launch budget, for the steps launched from Python kernel by kernel, and the GPU-busy time alone, for
-# the configurations replayed from a CUDA graph.
+# the launch budget, for the steps launched from Python kernel by kernel, and the GPU-busy time plus one
+# graph gap per kernel, for the configurations replayed from a CUDA graph (in CPU mode, where they run
+# eagerly, the launch budget prices them too).
 #
 # Every table in this chapter rounds its numbers once, as `helpers.table_number` writes them: four significant
-# digits (whole from 10,000 up), a count without a decimal point. The readings write most times to two
+# digits (whole from 10,000 up), a whole count without a decimal point. A count per decoded token (kernels,
+# calls) is an average over the profiled tokens, so where those tokens do not all run the same kernels it is
+# fractional and prints with its decimals. The readings write most times to two
 # decimals, so one value can read 123.46 in a reading and 123.5 in a table. The error % is computed from the
 # unrounded times, and its columns print one decimal, more where a value would print as the bar itself
 # (-20.04% is a miss).
@@ -594,7 +654,7 @@ for name in PREDICTED:
     err_pct = 100 * (predictions[name] / wall[name] - 1)
     r = role(name, FITTED)
     judged_rows.append({
-        "configuration": name, "role": r, "how": "GPU-busy time" if graphed(name) else "launch budget",
+        "configuration": name, "role": r, "how": GRAPH_HOW if graphed(name) else "launch budget",
         "predicted wall ms per token": predictions[name], "measured wall ms per token": wall[name],
         "error %": err_pct,
         WITHIN: "(fitted)" if r == "fitted" else "(base)" if r.startswith("base") else held(err_pct)})
@@ -604,7 +664,8 @@ helpers.show(pct_columns(judged))
 
 def prediction_count(judged: pd.DataFrame) -> str:
     """How many predictions held, counted apart for the launch budget (the steps launched from Python) and for
-    the graph configurations (``decoder="graph"``: predicted by their GPU-busy time); chapter 8 counts alike."""
+    the graph configurations (``decoder="graph"``: predicted by their GPU-busy time plus one graph gap per kernel);
+    chapter 8 counts alike."""
     real = judged[judged["role"] == "predicted"]
     eager = [n for n in real.index if decoder_of(n) != "graph"]
     graph = [n for n in real.index if decoder_of(n) == "graph"]
@@ -612,9 +673,10 @@ def prediction_count(judged: pd.DataFrame) -> str:
     def hits(names: list) -> int:
         return int((real.loc[names, WITHIN] == "yes").sum())
 
-    text = f"launch budget: {hits(eager)} of {len(eager)} eager steps {WITHIN} (the two fitted configurations excluded)"
+    text = (f"launch budget: {hits(eager)} of {len(eager)} eager steps {WITHIN} (the base and the fitted configuration "
+            "excluded)")
     if graph:
-        text += (f"; GPU-busy time: {hits(graph)} of {len(graph)} graph rows" if helpers.HAS_GPU else
+        text += (f"; {GRAPH_HOW}: {hits(graph)} of {len(graph)} graph rows" if helpers.HAS_GPU else
                  f"; graph rows (CPU mode: stepped eagerly, priced by the launch budget): {hits(graph)} of {len(graph)}")
     return text
 
@@ -634,13 +696,23 @@ def read_predictions(judged: pd.DataFrame, source: str) -> str:
     if len(fitted):
         text += (" Not judged: " + ", ".join(f"*{n}* ({r})" for n, r in fitted["role"].items())
                  + ", on the line by construction.")
+    errors = real.loc[[n for n in real.index if not graphed(n)], "error %"]  # the launch budget's
+    signs = np.sign(errors)
+    if len(errors) > 1 and abs(signs.sum()) == len(errors):
+        text += (f" Every launch-budget prediction erred the same way ({'under' if signs.iloc[0] < 0 else 'over'}): "
+                 "the errors lean one way rather than scatter around the measured times.")
     graph_rows = [n for n in real.index if graphed(n)]
-    if graph_rows:
-        pairs = {f"*{n}*": tuple(judged.loc[n, ["measured wall ms per token", "predicted wall ms per token"]])
-                 for n in graph_rows}
-        text += (" For the graph rows the prediction is the GPU-busy time alone: "
-                 + ", ".join(f"{n} {w:.3f} wall ms against {b:.3f} GPU-busy ms" for n, (w, b) in pairs.items())
-                 + ". " + helpers.graph_wall_against_busy(pairs))
+    if graph_rows:  # GPU only: GAP_US is a number here
+        busy = {n: profiles[n].gpu_busy_ms_per_token for n in graph_rows}
+        text += (f" For the graph rows the prediction is the GPU-busy time plus one graph gap ({GAP_US:.3f} GPU µs, "
+                 "measured above) per kernel: "
+                 + "; ".join(f"*{n}* {busy[n]:.3f} GPU-busy ms + {profiles[n].launches:.0f} kernels x {GAP_US:.3f} µs "
+                             f"= {predictions[n]:.3f} ms predicted, against {wall[n]:.3f} wall ms measured"
+                             for n in graph_rows) + ". "
+                 + helpers.graph_wall_against_busy({f"*{n}*": (wall[n], busy[n]) for n in graph_rows}))
+        if GAP_US <= 0:
+            text += (" The graph gap measured at or below 0 here: the profiler's kernel times already cover what a "
+                     "replay spends, and the prediction comes out at or below the GPU-busy time.")
     if any(not graphed(n) for n in misses.index):
         text += " The price list below says where the launch budget's misses come from."
     if not helpers.HAS_GPU:
@@ -660,9 +732,9 @@ helpers.md(read_predictions(judged, price_source))
 # predicted saving (the step before's predicted wall ms minus its own) beside its measured saving (the step
 # before's wall ms minus its own), and split the step's error in two: its **own** (the prediction rebuilt on
 # the step before's *measured* wall ms: measured before minus predicted saving) and the part it **inherits**
-# from the step before's prediction. The two add up to the step's error %. Beside them, the fix's saving on
-# each side of `max(host, GPU-busy)`: the host ms it removes (launches and calls at their prices) and the
-# GPU-busy ms; only the longer side reaches the wall.
+# from the step before's prediction. The two add up to the step's error % (to rounding). Beside them, the
+# fix's saving on each side of `max(host, GPU-busy)`: the host ms it removes (launches and calls at their
+# prices) and the GPU-busy ms; only the longer side reaches the wall.
 #
 # The own error is a share of the step's measured wall ms, not of its saving: a fix whose saving is small
 # next to the token can miss its saving by several times and still hold. Read the predicted and measured
@@ -706,19 +778,31 @@ def read_savings(savings: pd.DataFrame, judged: pd.DataFrame) -> str:
     it inherits from an earlier step, and which measured savings lie within noise, so that no mechanism is read
     from them."""
     own_ok = savings[savings[f"own {WITHIN}"] == "yes"]
+
+    def saved(ms: float, predicted: bool) -> str:  # a saving in words; a negative one is a cost
+        cost = round(ms, 2) < 0
+        if predicted:
+            return (f"predicted to cost {-ms:.2f} wall ms more per token" if cost else
+                    f"predicted to save {ms:.2f} wall ms per token")
+        return f"cost {-ms:.2f} more" if cost else f"saved {ms:.2f} wall ms"
+
     text = (f"Judged by its own saving, {len(own_ok)} of {len(savings)} steps held {WITHIN}: "
-            + "; ".join(f"*{n}* was predicted to save {r['predicted saving (wall ms)']:.2f} wall ms per token and "
-                        f"saved {r['measured saving (wall ms)']:.2f} wall ms "
+            + "; ".join(f"*{n}* was {saved(r['predicted saving (wall ms)'], True)} and "
+                        f"{saved(r['measured saving (wall ms)'], False)} "
                         f"(own error {helpers.signed_pct(r['own error %'])})"
                         for n, r in savings.iterrows()) + ". ")
     for n, r in savings.iterrows():
         v, ratio = vs_before_verdict[n], vs_before[n]
         if r[f"own {WITHIN}"] == "no":
-            text += (f"*{n}*'s own miss: the budget expected {r['host ms saved (predicted)']:.2f} host ms saved "
-                     f"({r['host launches removed']:.0f} host launches removed)")
+            host = r["host ms saved (predicted)"]
+            text += (f"*{n}*'s own miss: the budget expected "
+                     + (f"{-host:.2f} host ms more" if round(host, 2) < 0 else f"{host:.2f} host ms saved")
+                     + f" ({r['host launches removed']:.0f} host launches removed)")
             gpu = r["GPU-busy ms saved"]
-            text += f" and {gpu:.2f} GPU-busy ms" if isinstance(gpu, float) else ""
-            text += f"; the wall moved by {r['measured saving (wall ms)']:.2f} ms. "
+            if isinstance(gpu, float):
+                text += f", {-gpu:.2f} GPU-busy ms more" if round(gpu, 2) < 0 else f", {gpu:.2f} GPU-busy ms saved"
+            m = r["measured saving (wall ms)"]
+            text += f"; the wall time per decoded token {'rose' if m < 0 else 'fell'} by {abs(m):.2f} wall ms. "
             if not v.real:
                 text += (f"Per generation the step is within noise of the one before ({ratio.median_text}x; "
                          f"{v.reason}), "
@@ -916,13 +1000,15 @@ def read_fix(name: str, before: str, total_ms: float) -> str:
     p, q = profiles[name], profiles[before]
     saved = wall[before] - wall[name]
     text = f"- **{name}**: "
-    text += (f"{v.text} than *{before}* per generation (median {r.median:.2f}x its time, quartiles "
+    text += (f"{v.text} than *{before}* per generation (median {r.median_text}x its time, quartiles "
              f"{r.quartiles})" if v.real else
-             f"within noise of *{before}* per generation ({r.median:.2f}x its time; {v.reason})")
+             f"within noise of *{before}* per generation ({r.median_text}x its time; {v.reason})")
     text += (f". Per decoded token: {wall[before]:.2f} -> {wall[name]:.2f} wall ms, {q.launches:.0f} -> "
-             f"{p.launches:.0f} kernels" + (" (one graph launch by the host)" if graphed(name) else ""))
-    if graphed(name) and p.launches > q.launches:
-        text += " (more kernels, not fewer: the timeline section below counts which ones the graph's step adds)"
+             f"{p.launches:.0f} kernels")
+    if graphed(name):
+        text += (" (one graph launch by the host" + ("; more kernels, not fewer: the timeline section below counts "
+                                                     "which kinds the graph's step runs more of)"
+                                                     if p.launches > q.launches else ")"))
     if p.gpu_busy_ms_per_token is not None:
         text += f", {q.gpu_busy_ms_per_token:.2f} -> {p.gpu_busy_ms_per_token:.2f} GPU-busy ms"
     faster = v.real and v.text.endswith("faster")
@@ -949,14 +1035,16 @@ helpers.md(f"From *{START}* to *{STEPS[-1]}*, the staircase's net saving: {wall[
 # sits idle in the gaps between; the replay hands the GPU the whole step at once. (Chapter 6 draws the same
 # picture for the original and the all-custom model.)
 #
-# The traced step is a bare forward pass and argmax, without `generate()`'s own bookkeeping, and the
-# profiler adds host time to every event it records, so a traced span runs longer than the same step in the
-# timed rounds (the reading below sets the two side by side): read the picture for its shape and its counts,
-# and the rounds above for the wall time.
+# The traced step is a bare forward pass and argmax, without `generate()`'s own bookkeeping, so its kernel
+# count can differ from the kernels per decoded token that the staircase's profile counted over whole
+# generations; and the profiler adds host time to every event it records, so a traced span runs longer than
+# the same step in the timed rounds (the reading below sets the two side by side): read the picture for its
+# shape and its counts, and the rounds above for the wall time.
 #
-# Copies and indexed writes are only part of the kernels the graph's step adds. The table under the reading
-# lists the kinds of kernel whose counts differ, by name; the rest of the added ones are elementwise and
-# reduction kernels (the reading below counts them), which the reading does not attribute to any one task.
+# The table under the reading lists, by name, the kinds of kernel whose counts differ between the two traced
+# steps. The reading groups them by what their names say (cat copies, indexed writes, kernels that write
+# each element from its own index, as `torch.arange` does, other elementwise kernels, reductions) and counts
+# each group's change; it ties only the cache's writes to a task, and no other group.
 
 # %%
 if helpers.HAS_GPU:
@@ -977,6 +1065,24 @@ def kernel_kind(name: str) -> str:
     """A kernel's name without its namespaces and template arguments: 'index_copy_kernel', 'gemv_kernel'."""
     name = re.sub(r"^void\s+", "", name.replace("(anonymous namespace)::", ""))
     return re.split(r"[<(\s]", name)[0].split("::")[-1][:60] or name[:60]
+
+
+def kernel_family(kind: str) -> str:
+    """What a kernel's name says it does, in a few groups (PyTorch's CUDA kernel names): 'CatArrayBatchedCopy' ->
+    'cat copies', 'index_elementwise_kernel' -> 'indexed writes', 'elementwise_kernel_with_index' -> 'arange-like
+    (each element from its index)', other '*elementwise*' -> 'elementwise', 'reduce_kernel' -> 'reductions'."""
+    k = kind.lower()
+    if "cat" in k and "copy" in k:
+        return "cat copies"
+    if "with_index" in k:
+        return "arange-like (each element from its index)"
+    if re.search(r"^index|index_(copy|put)|scatter", k):
+        return "indexed writes"
+    if "reduce" in k:
+        return "reductions"
+    if "elementwise" in k:
+        return "elementwise"
+    return f"other ({kind})"
 
 
 def idle_parts(df: pd.DataFrame) -> dict:
@@ -1001,6 +1107,14 @@ def read_timelines(timelines: dict) -> str:
     text = (f"Traced under the profiler, the eager step spans {e[span] / 1e3:.2f} ms (profiler clock) against "
             f"{wall[FAST]:.2f} wall ms per decoded token in the timed rounds, the replayed one {g[span] / 1e3:.2f} ms "
             f"against {wall[FAST_GRAPH]:.2f} wall ms: the profiler's own host time is in every span. ")
+    traced_vs_profiled = "; ".join(
+        f"{k} kernels in the traced {which} step against {profiles[n].launches:.0f} per decoded token in the "
+        "staircase's profile"
+        for which, k, n in (("eager", e["GPU kernels"], FAST), ("replayed", g["GPU kernels"], FAST_GRAPH))
+        if k != round(profiles[n].launches))
+    if traced_vs_profiled:
+        text += (f"The counts differ from the staircase's ({traced_vs_profiled}): the traced step is a bare forward "
+                 "pass and argmax, the profile's tokens come from whole generations with their own bookkeeping. ")
     text += (f"In the eager step the host made {e['host launches']} launch calls for {e['GPU kernels']} kernels, and the "
              f"GPU was idle for {100 * e['GPU idle fraction']:.0f}% of the traced span, {ei['between kernels']:.0f} µs "
              f"(profiler clock) of it between kernels; replayed from the graph, the host made {g['host launches']} launch "
@@ -1021,25 +1135,23 @@ def read_timelines(timelines: dict) -> str:
     kinds = {label: Counter(kernel_kind(n) for n in df.loc[df["lane"] == lane, "name"]) for label, df in timelines.items()}
     more, fewer = kinds[graph_label] - kinds[eager_label], kinds[eager_label] - kinds[graph_label]
     extra = g["GPU kernels"] - e["GPU kernels"]
-    if extra > 0:
-        cache_like = sum(c for k, c in more.items() if re.search(r"index|copy|scatter|fill|cat|put", k, re.IGNORECASE))
-        added = sum(more.values())
-        text += (f"The graph's step ran {extra} more kernels than the eager step ({g['GPU kernels']} against "
-                 f"{e['GPU kernels']}): {added} kernels of kinds the eager step ran fewer of, less "
-                 f"{sum(fewer.values())} the other way (the table below). ")
-        text += (f"{cache_like} of the added ones are copies and indexed writes, by their names: the static cache is "
-                 "updated in place, each layer's new key and value written at the step's position (`index_copy_`), "
-                 "and the step stores its token and advances its position on the device, so that no value has to "
-                 "come back to the host between steps; the eager step appends to a growing cache instead. That is "
-                 "why a graph step can hold more kernels, and take more GPU-busy time, than the eager step it "
-                 "replaces, while the host launches one graph." if cache_like else
-                 "None of the added kernels are copies or indexed writes by their names: the table says which they "
-                 "are.")
-        if 0 < cache_like < added:
-            text += (f" The other {added - cache_like} of the {added} added are kernels of other kinds, which this "
-                     "reading does not attribute to any one task.")
-    else:
-        text += f"The graph's step ran {g['GPU kernels']} kernels against the eager step's {e['GPU kernels']}."
+    text += (f"The graph's step ran {g['GPU kernels']} kernels against the eager step's {e['GPU kernels']} "
+             f"({extra:+d}): {sum(more.values())} more of some kinds, {sum(fewer.values())} fewer of others (the "
+             "table below). ")
+    net = Counter()
+    for k in set(more) | set(fewer):
+        net[kernel_family(k)] += more[k] - fewer[k]
+    writes, cats = net.pop("indexed writes", 0), net.pop("cat copies", 0)
+    if writes > 0 and cats < 0:
+        text += (f"{-cats} cat copies of the eager step (`torch.cat` appending each new key and value to the growing "
+                 f"cache) give way to {writes} indexed writes in the graph's step (each new key and value written into "
+                 "the static cache at the step's position). ")
+    elif writes or cats:
+        text += f"Indexed writes: {writes:+d}; cat copies: {cats:+d}. "
+    rest = {f: c for f, c in sorted(net.items(), key=lambda fc: -abs(fc[1])) if c}
+    if rest:
+        text += ("The rest of the difference, by group: " + ", ".join(f"{c:+d} {f}" for f, c in rest.items())
+                 + ", which this reading does not tie to any one task.")
     return text, more, fewer
 
 
@@ -1271,12 +1383,12 @@ T4_FLOOR_TPS = helpers.NOMINAL_GB_S["t4"] * 1e9 / T4_BYTES
 BLOG_TPS = helpers.blog("full.tps_original")
 t4_names = [*STEPS, ORIGINAL_GRAPH]
 if helpers.HAS_GPU:
-    t4_source, t4_gb_s = f"this run ({helpers.SLUG})", helpers.NOMINAL_GB_S.get(helpers.SLUG)
+    t4_source, t4_gb_s = f"this run's ratios ({helpers.SLUG})", helpers.NOMINAL_GB_S.get(helpers.SLUG)
     t4_points = {n: (comparison.ratios[n].median, profiles[n].gpu_busy_ms_per_token, graphed(n)) for n in t4_names}
 else:  # the interpreter's ratios say nothing about a GPU: the committed H200 run's, where recorded
     h200 = helpers.results(helpers.COMMITTED_DIR / "h200" / "results.csv")
     h200_values = dict(zip(h200["id"], h200["value"]))
-    t4_source, t4_gb_s = "the committed H200 run", helpers.NOMINAL_GB_S["h200"]
+    t4_source, t4_gb_s = "the committed H200 run's ratios", helpers.NOMINAL_GB_S["h200"]
     t4_points = {n: (h200_values[f"faster.{tag(n)}.vs_original"], h200_values.get(f"faster.{tag(n)}.gpu_busy_ms_per_token"),
                      decoder_of(n) == "graph")
                  for n in t4_names if f"faster.{tag(n)}.vs_original" in h200_values}
@@ -1292,7 +1404,7 @@ if t4_points:
         g_low, g_high = t4.loc[FAST_GRAPH, low], t4.loc[FAST_GRAPH, high]
         expected.append(f"{g_low:.0f} to {g_high:.0f} tokens/s from the graph fast model" if g_high > g_low else
                         f"about {g_low:.0f} tokens/s from the graph fast model")
-    text += f"From {t4_source}'s ratios, a T4 reader should expect, as an estimate, " + " and ".join(expected) + "."
+    text += f"From {t4_source}, a T4 reader should expect, as an estimate, " + " and ".join(expected) + "."
     blog_custom = helpers.blog("full.tps_custom")
     if START in t4.index and isinstance(blog_custom, float):  # the one step the blog measured on its T4
         est = t4.loc[START, low]
@@ -1342,28 +1454,32 @@ for name, p in profiles.items():
                        "summed kernel time per decoded token (torch.profiler, after the rounds)")
     if name in predictions:
         helpers.record(f"faster.{t}.predicted_wall_ms_per_token", predictions[name], "ms",
-                       f"{role(name, FITTED)}; " + ("GPU-busy time (graph)" if graphed(name) else price_source))
+                       f"{role(name, FITTED)}; " + (graph_note(name) if graphed(name) else price_source))
     if name != ORIGINAL:
-        comparison.record(name, f"faster.{t}.vs_original", "generation time / original's, round by round")
+        comparison.record(name, f"faster.{t}.vs_original", "wall time per generation / original's, round by round")
 aa_note = (f"median of {len(comparison.orders)} shuffled rounds, A/A floor {floor.median:.3f} "
            f"(quartiles {floor.quartiles})")
 for name, before in steps_before.items():
     r = vs_before[name]
     helpers.record(f"faster.{tag(name)}.vs_previous", r.median, "x slower",
-                   f"generation time / {before}'s, round by round; {aa_note}", spread=r,
+                   f"wall time per generation / {before}'s, round by round; {aa_note}", spread=r,
                    verdict=vs_before_verdict[name].text)
-comparison.record(FAST, "faster.fast_eager_vs_original", f"{FAST} / original, generation time, round by round")
+comparison.record(FAST, "faster.fast_eager_vs_original", f"{FAST} / original, wall time per generation, round by round")
 helpers.record("faster.fast_graph_tps", comparison.tokens_per_s[FAST_GRAPH], "tokens/s",
                f"{FAST_GRAPH}: {how_it_decodes(FAST_GRAPH)}; {tps_note}")
 if COMPILED:
     helpers.record("faster.fast_graph_vs_compiled", graph_vs_compiled.median, "x slower",
-                   f"{FAST_GRAPH} / {COMPILED}, generation time, round by round; {aa_note}", spread=graph_vs_compiled,
+                   f"{FAST_GRAPH} / {COMPILED}, wall time per generation, round by round; {aa_note}", spread=graph_vs_compiled,
                    verdict=graph_vs_compiled_verdict.text)
 if FLOOR_MS:
     helpers.record("faster.floor_ms_per_token", FLOOR_MS, "ms",
                    f"model bytes / nominal bandwidth ({reference['nominal_gb_s']} GB/s, {helpers.SLUG})")
-helpers.show(helpers.compare(["faster.fast_eager_vs_original", "faster.fast_graph_tps", "faster.fast_graph_vs_compiled",
-                              f"faster.{tag(FAST)}.wall_ms_per_token", f"faster.{tag(FAST_GRAPH)}.wall_ms_per_token"]))
+headline = helpers.compare(["faster.fast_eager_vs_original", "faster.fast_graph_tps", "faster.fast_graph_vs_compiled",
+                             f"faster.{tag(FAST)}.wall_ms_per_token", f"faster.{tag(FAST_GRAPH)}.wall_ms_per_token"])
+helpers.show(headline)
+if helpers.RESULTS_DIR.resolve() == (helpers.COMMITTED_DIR / "h200").resolve():
+    helpers.md("This run writes the committed H200 results file itself (`figures/h200/results.csv`), so the columns "
+               "*yours* and *h200* hold the same numbers.")
 
 # %% [markdown]
 # ## Takeaway

@@ -159,13 +159,17 @@ def test_instruction_mix_reads_ptx():
 	@%p1 ld.global.b16 { %rs1 }, [ %rd2 + 0 ];
 	fma.rn.f32 %f3, %f1, %f2, %f3;
 	mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 { %f1, %f2, %f3, %f4 }, { %r1 }, { %r2 }, { %f5 };
+	wgmma.fence.sync.aligned;
+	wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 { %f1, %f2 }, %rd5, %rd6, 1, 1, 1, 0, 1;
+	wgmma.commit_group.sync.aligned;
+	wgmma.wait_group.sync.aligned 0;
 	cp.async.cg.shared.global [ %r5 + 0 ], [ %rd3 + 0 ], 0x10, %r6;
 	st.shared.b16 [ %r7 ], %rs1;
 	ldmatrix.sync.aligned.m8n8.x4.shared.b16 { %r1, %r2, %r3, %r4 }, [ %r8 ];
 	st.global.v2.b32 [ %rd4 + 0 ], { %r1, %r2 };
 """
     mix = instruction_mix(ptx)
-    assert mix == {"tensor-core mma": 1, "fma": 1, "global loads": 2, "global -> shared copies": 1,
+    assert mix == {"tensor-core mma": 2, "fma": 1, "global loads": 2, "global -> shared copies": 1,
                    "global stores": 1, "shared loads": 1, "shared stores": 1, "widest global load": "v4"}
 
 

@@ -90,7 +90,8 @@ def test_hardware_slug(name, slug):
 
 def test_env_info_names_versions_and_mode():
     info = helpers.env_info()
-    for key in ("gpu", "mode", "python", "torch", "triton", "transformers", "compute_capability", "memory_gib"):
+    for key in ("gpu", "mode", "python", "torch", "triton", "transformers", "compute_capability", "memory_gib",
+                "pinned", "cupti_teardown"):
         assert key in info
     assert info["mode"] == helpers.MODE
 
@@ -474,6 +475,32 @@ def test_pinning_switch_pins_the_process_and_shows_in_the_environment_line():
         helpers.pin_cpus("100000")
 
 
+@pytest.mark.parametrize("environ, cuda, detaches, after", [
+    ({}, "13.0", True, "1"),                     # the default on a CUDA build new enough: set, and on
+    ({}, "12.6", True, "1"),
+    ({}, "12.4", False, None),                   # PyTorch keeps CUPTI attached near CUDA graphs before 12.6
+    ({}, None, False, None),                     # a CPU build has no CUPTI
+    ({"TEARDOWN_CUPTI": "0"}, "13.0", False, "0"),  # a user's choice stands, either way
+    ({"TEARDOWN_CUPTI": "1"}, "12.4", True, "1"),
+])
+def test_profiles_detach_cupti_unless_told_otherwise(environ, cuda, detaches, after):
+    assert helpers.profiler_teardown(environ, cuda) is detaches
+    assert environ.get("TEARDOWN_CUPTI") == after
+
+
+@pytest.mark.skipif(not helpers.HAS_GPU, reason="CUPTI and CUDA graphs need a GPU")
+def test_profiles_back_to_back_count_the_same_after_teardown(tiny):
+    """With CUPTI detached after every profile, the next profile re-attaches it and still sees every kernel,
+    also after a CUDA graph was captured and replayed in between."""
+    x = torch.randn(4096, device=helpers.DEVICE, dtype=helpers.DTYPE)
+    ops = [helpers.launches_per_call(lambda: torch.add(x, x)) for _ in range(4)]
+    ids = helpers.make_prompt(5, vocab_size=tiny.config.vocab_size)
+    graph = [helpers._count_decode(tiny, ids, 4, decoder="graph")[0] for _ in range(2)]
+    ops.append(helpers.launches_per_call(lambda: torch.add(x, x)))
+    assert ops == [1.0] * 5
+    assert graph[0] == graph[1] > 0
+
+
 # --- The catalogue ------------------------------------------------------------------------------
 def recorded_ids() -> set:
     """Every id the chapters and tools record (f-string parts kept as written, e.g. ``context.{L}.ratio``)."""
@@ -783,6 +810,15 @@ def test_ratio_quartiles_are_readable(values, text, median):
     assert (r.quartiles, r.median_text) == (text, median)
 
 
+@pytest.mark.parametrize("low, high, text", [
+    (0.979, 0.98, "0.979-0.980"),  # both ends to the same decimals: a dropped zero reads as a shorter number
+    (1.98, 2.0, "1.98-2.00"),
+    (998.4, 1002.0, "998-1002"),   # 1000 and above stays whole
+])
+def test_ratio_quartiles_print_both_ends_to_the_same_decimals(low, high, text):
+    assert helpers.Ratio(high, low, high, []).quartiles == text
+
+
 def test_a_comparison_records_its_ratio_with_quartiles_and_verdict(tiny, tmp_path, monkeypatch):
     monkeypatch.setattr(helpers, "RESULTS_DIR", tmp_path)
     monkeypatch.setattr(helpers, "_generate", lambda model, ids, n, use_cache=True:
@@ -808,9 +844,26 @@ def test_signed_pct_keeps_a_miss_from_reading_as_the_bar(error, bar, sign, text)
 
 def test_graph_wall_against_busy_explains_a_wall_below_the_gpu_busy_time():
     above = helpers.graph_wall_against_busy({"*graph*": (1.316, 1.254)})
-    assert above.startswith("A wall time above the GPU-busy time is the host's part") and "cannot be" not in above
+    assert above.startswith("A wall time above the GPU-busy time is time between the kernels") and "cannot be" not in above
     below = helpers.graph_wall_against_busy({"*graph*": (1.316, 1.254), "*graph fast*": (1.2, 1.3)})
     assert below.startswith("*graph fast* measured below the GPU-busy time") and "at 1.20 wall ms" in below
+
+
+def test_a_graph_step_takes_its_kernels_time_plus_one_gap_per_kernel():
+    assert helpers.graph_step_ms(1.25, 500, 0.5) == pytest.approx(1.5)
+    assert helpers.graph_step_ms(1.25, 500, -0.1) == pytest.approx(1.2)  # a negative gap: the profile covers it
+    for bad in (None, float("nan"), True):
+        with pytest.raises(ValueError, match="gap_us must be a finite number"):
+            helpers.graph_step_ms(1.25, 500, bad)
+    with pytest.raises(ValueError, match="must be >= 0"):
+        helpers.graph_step_ms(-1.0, 500, 0.5)
+    with pytest.raises(ValueError, match="kernels must be a positive int"):
+        helpers.graph_kernel_gap_us(0)
+    gap = helpers.graph_kernel_gap_us(50)
+    if helpers.HAS_GPU:  # a kernel boundary in a graph costs well under the host's price of a launch
+        assert -1.0 < gap < 5.0
+    else:
+        assert gap is None
 
 
 def test_beside_baseline_says_when_chapter_1_recorded_and_whose_the_difference_is(tmp_path, monkeypatch):
@@ -1276,6 +1329,8 @@ def test_check_answer_shows_its_spread_and_warns_near_the_threshold(capsys):
     assert "near the series' threshold" not in capsys.readouterr().out
     helpers.check_answer(None, helpers.Ratio.of([1.08, 1.1, 1.14]), None, change="x")  # one number, as the verdict writes it
     assert "x: 1.10x slower; quartiles 1.09-1.12" in capsys.readouterr().out
+    helpers.check_answer(None, helpers.Ratio.of([0.51, 0.515, 0.52]), None, change="z")  # a speed-up: the time ratio too
+    assert "z: time ratio 0.515 (1.94x faster); quartiles 0.512-0.518" in capsys.readouterr().out
     helpers.check_answer(None, helpers.Ratio.of([0.99, 1.01, 1.02]), None, change="y")  # within noise: the ratio and the rule
     assert "y: 1.01x the time (within noise; closer to 1 than" in capsys.readouterr().out
 
