@@ -801,6 +801,10 @@ def _kernel_stats(fn) -> tuple[int, float]:
     """(kernels launched, summed GPU ms) while ``fn`` runs, from torch.profiler's CUDA activity."""
     from torch.profiler import ProfilerActivity, profile
 
+    if PROFILER_TEARDOWN:  # the last profile's CUPTI teardown runs on a later CUDA call: let it finish before
+        _sync()            # this profile starts, never during it (pytorch/kineto#1554: a profile started right
+        time.sleep(0.01)   # after another can lose its GPU events)
+        _sync()
     with warnings.catch_warnings():  # "Profiler clears events at the end of each cycle": expected here
         warnings.simplefilter("ignore", UserWarning)
         with profile(activities=[ProfilerActivity.CUDA]) as prof:  # device activity only: cheap bookkeeping
@@ -839,6 +843,10 @@ def _count_decode(model, ids: torch.Tensor, n: int, use_cache: bool = True, deco
     if not HAS_GPU:
         return None, None, ours
     (ln, gn), (l1, g1) = stats
+    if not (0 < l1 < ln and 0 < g1 < gn):  # a longer generation runs more kernels, for longer
+        raise RuntimeError(f"torch.profiler counted {ln} kernels ({gn:.3f} GPU ms) for {n} tokens and {l1} ({g1:.3f} "
+                           "GPU ms) for 1: a profile lost GPU events. If TEARDOWN_CUPTI=1 (helpers.PROFILER_TEARDOWN), "
+                           "try TEARDOWN_CUPTI=0 (the profiler then stays attached and slows later launches)")
     return (ln - l1) / steps, (gn - g1) / steps, ours
 
 
@@ -1164,7 +1172,8 @@ def regime(host_ms: float | None, gpu_ms: float | None, flops: float, bytes_move
         return "unknown", f"no nominal bandwidth and compute for {slug!r}"
     intensity = flops / bytes_moved
     side = REGIMES[1] if intensity < ridge else REGIMES[2]
-    return side, f"{intensity:.2g} flop per byte against a ridge point of {ridge} on {slug}"
+    where = f"the {_gpu_name()}" if HAS_GPU and slug == SLUG else slug  # this GPU by its name, another by its slug
+    return side, f"{intensity:.2g} flop per byte against a ridge point of {ridge} on {where}"
 
 
 # --- What the compiler made (chapters 2-4) ---------------------------------------------------------

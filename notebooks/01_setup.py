@@ -652,8 +652,6 @@ if prof.gpu_busy_ms_per_token is not None:
     print("  host time = wall ms per decoded token (the rounds); GPU time = GPU-busy ms per decoded token (the profile)")
     kernels_regime, kernels_why = helpers.regime(None, prof.gpu_busy_ms_per_token, step_flops, step_bytes,
                                                  per="decoded token")
-    # helpers.regime ends its reason with the slug ("on h200"): name the GPU instead
-    kernels_why = kernels_why.replace(f" on {helpers.SLUG}", f" on the {helpers.env_info()['gpu']}")
     print(f"the step's kernels alone, the host left out: {kernels_regime} ({kernels_why})")
 
 # %%

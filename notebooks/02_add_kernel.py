@@ -611,17 +611,19 @@ def prices_against_each_other() -> str:
 def host_step(version):
     """``version``'s launch-bound host readings split, in size order, into the sizes below a step and those above
     it, where the sweep shows one: the medians of the two groups differ by more than the series' smallest real
-    effect (``helpers.verdict``), and the nearest readings across the split lie further apart than either group's
+    effect (``helpers.verdict``) and by more than the flat prediction's bar (``helpers.PREDICTION_BAR``), each
+    group holds at least two sizes, and the nearest readings across the split lie further apart than either group's
     own readings (highest over lowest). The clearest such split, as (sizes below, sizes above), or None."""
     bound = sorted(size for size in measured if regime(*times_us(size, version)) == "launch-bound")
     host_of = {size: times_us(size, version)[0] for size in bound}
     best = None
-    for k in range(1, len(bound)):
+    for k in range(2, len(bound) - 1):  # two sizes at least on each side: one odd reading is no step
         below, above = [host_of[s] for s in bound[:k]], [host_of[s] for s in bound[k:]]
         high, low = (below, above) if statistics.median(below) > statistics.median(above) else (above, below)
         gap = min(high) / max(low)  # the nearest readings across the split
         within = max(max(high) / min(high), max(low) / min(low))
-        if (gap > within and helpers.verdict(statistics.median(high) / statistics.median(low)).real
+        apart = statistics.median(high) / statistics.median(low)
+        if (gap > within and apart > 1 + helpers.PREDICTION_BAR and helpers.verdict(apart).real
                 and (best is None or gap > best[0])):
             best = (gap, bound[:k], bound[k:])
     return None if best is None else (best[1], best[2])
@@ -985,7 +987,7 @@ def flat_reading() -> str:
     text += ((f"It failed for {and_list(WHO[v] for v in missed)}" if missed else "It held")
              + (f" and held for {and_list(WHO[v] for v in held)}" if missed and held else "") + ". ")
     moved = {}  # version -> the sizes whose host readings moved: all launch-bound sizes of a step, else those off
-    parts = []
+    parts, off_parts = [], []  # the versions with two groups; those only off the bar
     for v in versions:
         if v in steps:
             below, above = steps[v]
@@ -997,9 +999,9 @@ def flat_reading() -> str:
         elif off[v]:
             mid, sizes = flat_median(v), sorted(off[v])
             host_off = [off[v][size][0] for size in sizes]
-            parts.append(f"{WHO[v]} took {and_list(num(h) for h in host_off)} µs per call at {size_list(sizes)} "
-                         f"({and_list(f'{100 * (h / mid - 1):+.1f}%' for h in host_off)} from its median "
-                         f"launch-bound reading, {num(mid)} µs)")
+            off_parts.append(f"{WHO[v]} took {and_list(num(h) for h in host_off)} µs per call at {size_list(sizes)} "
+                             f"({and_list(helpers.signed_pct(100 * (h / mid - 1), sign='+') for h in host_off)} from "
+                             f"its median launch-bound reading, {num(mid)} µs)")
             moved[v] = sizes
     if steps:
         bounds = {v: (max(below), min(above), statistics.median(times_us(s, v)[0] for s in below)
@@ -1008,9 +1010,11 @@ def flat_reading() -> str:
         text += (f"The launch-bound host readings of {and_list(WHO[v] for v in steps)} fall into two groups"
                  + (", split between the same two sizes for both versions" if shared else "") + ": "
                  + "; ".join(parts) + ". ")
+        if off_parts:
+            text += "Off the bar without two groups: " + "; ".join(off_parts) + ". "
     else:
         shared, bounds = False, {}
-        text += "Instead, " + "; ".join(parts) + ". "
+        text += "Instead, " + "; ".join(off_parts) + ". "
     below_price = [v for v, sizes in moved.items() if all(times_us(s, v)[1] < PRICE_US[v] for s in sizes)]
     if below_price:
         text += ("At those sizes the GPU time stayed below the launch price ("

@@ -868,15 +868,13 @@ if helpers.HAS_GPU:
            if fits else
            f"exceeds this GPU's {num(L2_BYTES / 1e6)} MB L2 cache, so each call streams it from main memory.")
     )
-    gpu_name = helpers.env_info()["gpu"]
 
     def regime_of(point, version, host=True):
         """``helpers.regime`` of one version at one point of the sweep, from both clocks or (``host=False``) from
-        the GPU's alone; its reason names the GPU, not its slug."""
-        word, why = helpers.regime(point[f"{version}_host_ms"] if host else None, point[f"{version}_gpu_ms"],
-                                   4 * point["rows"] * H,  # square, sum, normalise, scale: about 4 flop per element
-                                   moved_bytes(point["rows"], version))
-        return word, why.replace(f" on {helpers.SLUG}", f" on the {gpu_name}")
+        the GPU's alone."""
+        return helpers.regime(point[f"{version}_host_ms"] if host else None, point[f"{version}_gpu_ms"],
+                              4 * point["rows"] * H,  # square, sum, normalise, scale: about 4 flop per element
+                              moved_bytes(point["rows"], version))
 
     OVERHEAD, MEMORY = helpers.REGIMES[:2]
     at_few, at_many = ({v: regime_of(point, v) for v in ("fused", "two_pass")} for point in (few, many))
@@ -892,18 +890,18 @@ if helpers.HAS_GPU:
         f"\n\n**The regime, against chapter 1's expectation** (overhead-bound at the decode shape, one row; "
         f"memory-bound at many rows), by `helpers.regime` from each call's two clocks: at {n_rows(few['rows'])}, "
         f"{listed(at_few)}; at {n_rows(many['rows'])}, {listed(at_many)}. "
-        + (f"With the host left out, the kernels alone at {n_rows(many['rows'])} are {MEMORY} "
-           f"({alone_many['fused'][1]})" + (", with their bytes in the L2 cache (above)" if fits else "") + ". "
+        + (f"With the host left out, the kernels alone at {n_rows(many['rows'])} are {listed(alone_many)}"
+           + (", with their bytes in the L2 cache (above)" if fits else "") + ". "
            if not held_many and alone_memory else "")
         + f"So the expectation {'held' if held_few else 'did not hold'} at {n_rows(few['rows'])}, and at "
         f"{n_rows(many['rows'])} "
         + ("it held." if held_many else
            "it held for the kernels alone, on the GPU clock, but not for calls made back to back from Python, whose "
-           "host time was still " + " and ".join(f"{many[f'{v}_host_ms'] / many[f'{v}_gpu_ms']:.0f}x"
+           "host time was still " + " and ".join(f"{num(many[f'{v}_host_ms'] / many[f'{v}_gpu_ms'])}x"
                                                  for v in ("fused", "two_pass")) + " their GPU time."
            if alone_memory and all(word == OVERHEAD for word, _ in at_many.values()) else
-           "it did not hold" + ("" if all(word in helpers.REGIMES for word, _ in alone_many.values()) else
-                                f" (nor can the kernels alone be placed: {alone_many['fused'][1]})") + ".")
+           ("it cannot be judged (a regime above is unknown)" if any(word not in helpers.REGIMES for word, _ in
+                                                                      at_many.values()) else "it did not hold") + ".")
     )
 else:
     text += ("In CPU mode the interpreter's time follows numpy's work, not a GPU's, so the predictions (made for "

@@ -1270,8 +1270,8 @@ def read_increments():
     misses = [f"{outcome['wrong']} went the wrong way (a miss whatever the totals say)" if outcome["wrong"] else
               "none went the wrong way"]
     if outcome["unseen"]:
-        misses.append(f"{outcome['unseen']} the rounds could not tell from noise (no wrong sign, but no confirmation "
-                      "either)")
+        misses.append(f"{outcome['unseen']} the rounds could not tell from noise (within noise: no verdict on the "
+                      "sign, so no confirmation either)")
     if outcome["unpredicted"]:
         misses.append(f"{outcome['unpredicted']} changed where the budget predicted no change")
     return (text + "; " + and_list(misses) + ". A prediction near the measured total is not a prediction of each "
@@ -1438,7 +1438,7 @@ helpers.md(text)
 # for each step (its predicted change judged by the 5% rule) with the rounds' verdict on the measured one:
 # "the same direction" where the two agree, "the wrong direction" where both see a change and the signs
 # differ, "a change the run could not see" where the budget predicts a change and the rounds find it within
-# noise (no wrong sign: the rounds neither confirm nor refute it), and "a change the budget did not see" where
+# noise (within noise: the rounds neither confirm nor refute its sign), and "a change the budget did not see" where
 # it predicts none. Set each step's size beside its direction, too: a step can go the right way at a fraction
 # of the predicted size.
 #

@@ -488,6 +488,19 @@ def test_profiles_detach_cupti_unless_told_otherwise(environ, cuda, detaches, af
     assert environ.get("TEARDOWN_CUPTI") == after
 
 
+def test_count_decode_refuses_a_profile_that_lost_its_events(tiny, monkeypatch):
+    """A 1-token profile that sees as many kernels as the n-token one (a profile that lost its GPU events, as a
+    CUPTI teardown racing the next profile can make it) fails loudly instead of giving a per-token count."""
+    seen = iter([(100, 1.0), (100, 1.0)])
+    monkeypatch.setattr(helpers, "HAS_GPU", True)
+    monkeypatch.setattr(helpers, "PROFILER_TEARDOWN", False)
+    monkeypatch.setattr(helpers, "_sync", lambda: None)  # no CUDA here: the generations run on the CPU
+    monkeypatch.setattr(helpers, "_kernel_stats", lambda fn: (fn(), next(seen))[1])
+    ids = helpers.make_prompt(5, vocab_size=tiny.config.vocab_size)
+    with pytest.raises(RuntimeError, match="a profile lost GPU events"):
+        helpers._count_decode(tiny, ids, 3, warm=False)
+
+
 @pytest.mark.skipif(not helpers.HAS_GPU, reason="CUPTI and CUDA graphs need a GPU")
 def test_profiles_back_to_back_count_the_same_after_teardown(tiny):
     """With CUPTI detached after every profile, the next profile re-attaches it and still sees every kernel,
