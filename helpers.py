@@ -1652,7 +1652,8 @@ def graph_wall_against_busy(walls: dict) -> str:
     """Words for CUDA-graph configurations' wall ms per decoded token against their GPU-busy ms (``{name: (wall,
     busy)}``, names as the text shows them). A wall below the busy time is no token faster than its kernels: the
     wall comes from the difference of two generations, the busy time from a separate profiled run, and at about a
-    millisecond per token they agree only within that noise. Above it, the excess is the host's part."""
+    millisecond per token they agree only within that noise. Above it, the excess is time between the kernels:
+    the gaps a graph still leaves (``graph_kernel_gap_us``) and the host's part around one launch per token."""
     below = [n for n, (w, b) in walls.items() if w < b]
     if not below:
         return ("A wall time above the GPU-busy time is time between the kernels, which the GPU-busy sum leaves out: "
@@ -2325,9 +2326,9 @@ def read_trend(points: dict, floors: dict | None = None, unit: str = "x", along:
         reasons.append(f"within noise by the series' rule (its noise threshold here: {100 * v.noise:.0f}% from 1)")
     if not one_way:
         reasons.append("not one way from point to point")
-    lo, hi = min(medians[1:-1], default=None), max(medians[1:-1], default=None)  # the points in between
-    between = (f" (the points between ranged from {a_to_b(lo, hi)})" if lo is not None and (lo < min(medians[0], medians[-1]) or
-                                                                          hi > max(medians[0], medians[-1])) else "")
+    inner = medians[1:-1]  # the points between the two ends, named where they reach outside them
+    outside = inner and (min(inner) < min(medians[0], medians[-1]) or max(inner) > max(medians[0], medians[-1]))
+    between = f" (the points between ranged from {a_to_b(min(inner), max(inner))})" if outside else ""
     return Trend("no consistent trend", f"showed no consistent trend: {span}{between}, {' and '.join(reasons)}",
                  change, v, every)
 
@@ -2516,8 +2517,9 @@ def recorded_when(time, since, chapter) -> str:
     when = f"recorded {stamp:%Y-%m-%d %H:%M} UTC"
     if minutes < 0:
         return f"{when}, while this chapter ran"
-    ago = ((f"{minutes:.0f} minute" + ("" if f"{minutes:.0f}" == "1" else "s")) if minutes < 120 else f"{minutes / 60:.1f} hours" if minutes < 2880 else
-           f"{minutes / 1440:.0f} days")
+    whole = f"{minutes:.0f}"
+    ago = (f"{whole} minute{'' if whole == '1' else 's'}" if minutes < 120 else
+           f"{minutes / 60:.1f} hours" if minutes < 2880 else f"{minutes / 1440:.0f} days")
     text = f"{when}, {ago} before this chapter started, in another process"
     if minutes > SAME_RUN_MINUTES:
         text += (f": more than {SAME_RUN_MINUTES} minutes earlier, so probably not in the same run as this "
