@@ -1247,11 +1247,9 @@ def check_answer(answer: str | None, ratio: "Ratio | float", floor: "Ratio | Non
     if v.real:  # the verdict's own words; a speed-up beside the time ratio its quartiles describe
         said = f"{change}: " + (v.text if v.ratio > 1 else f"time ratio {r.median_text} ({v.text})")
     else:  # enough digits that a median inside the threshold does not print as the threshold itself (1.045, not 1.05)
-        shown, edges = r.median_text, (1 + v.noise, 1 / (1 + v.noise))
-        places = len(shown.partition(".")[2])
-        while places < 5 and any(float(shown) == round(e, places) for e in edges):
-            places += 1
-            shown = f"{r.median:.{places}f}"
+        places = len(r.median_text.partition(".")[2])
+        wider = places_apart(r.median, (1 + v.noise, 1 / (1 + v.noise)), places=places, most=5)
+        shown = r.median_text if wider == places else f"{r.median:.{wider}f}"
         said = f"{change}: {shown}x the time (within noise; {v.reason})"
     if len(r.values) > 1:
         said += f"; quartiles {r.quartiles} over {len(r.values)} rounds"
@@ -1639,12 +1637,18 @@ def launch_prices(calls: int | None = None) -> LaunchPrices:
 PREDICTION_BAR = 0.20  # a launch-budget prediction within 20% of the measured wall ms per token holds
 
 
+def places_apart(value: float, edges, places: int = 2, most: int = 4) -> int:
+    """The decimal places to print ``value`` with: ``places``, or more (up to ``most``) where it would print as one of
+    ``edges`` (a bar, a threshold) that it does not equal: 1.197 must not read 1.20 beside a 20% bar."""
+    while places < most and any(value != e and f"{value:.{places}f}" == f"{e:.{places}f}" for e in edges):
+        places += 1
+    return places
+
+
 def signed_pct(error_pct: float, bar: float = PREDICTION_BAR, sign: str = "+") -> str:
     """An error in per cent to one decimal, with up to two more where it would print as the bar itself: -20.04%
     misses a 20% bar and must not read -20.0%. ``sign`` '+' always signs it, '' only when negative."""
-    digits = 1
-    while digits < 3 and abs(error_pct) != 100 * bar and f"{abs(error_pct):.{digits}f}" == f"{100 * bar:.{digits}f}":
-        digits += 1
+    digits = places_apart(abs(error_pct), (100 * bar,), places=1, most=3)
     return f"{error_pct if round(error_pct, digits) else 0.0:{sign}.{digits}f}%"  # never '-0.0%'
 
 

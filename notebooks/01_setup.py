@@ -808,9 +808,7 @@ measured = helpers.check_answer(answer, cmp.ratios["half the elements"], cmp.flo
 # %%
 half_r, half_v = cmp.ratios["half the elements"], cmp.verdict("half the elements")
 # the median to 3 decimals, more where it would print as the verdict's bar itself (1.045 must not read 1.05)
-bars, digits = (1 + half_v.noise, 1 / (1 + half_v.noise)), 3
-while digits < 6 and any(half_r.median != bar and f"{half_r.median:.{digits}f}" == f"{bar:.{digits}f}" for bar in bars):
-    digits += 1
+digits = helpers.places_apart(half_r.median, (1 + half_v.noise, 1 / (1 + half_v.noise)), places=3, most=6)
 helpers.md(f"By {cmp.clock if helpers.HAS_GPU else CPU_CLOCK}, medians over {cmp.rounds} rounds: the whole add "
            f"took {1e3 * cmp.ms[helpers.REFERENCE]:.2f} µs per call and the half add "
            f"{1e3 * cmp.ms['half the elements']:.2f} µs. Round by round the half add took {half_r.median:.{digits}f}x "

@@ -642,10 +642,7 @@ def step_side(version, size) -> str | None:
 def beside_bar(ratio, bar=1 + helpers.PREDICTION_BAR) -> str:
     """A ratio to 2 decimals, more (up to 4) where it would print as the bar itself: 1.197 must not read 1.20 beside
     a 20% bar."""
-    digits = 2
-    while digits < 4 and ratio != bar and f"{ratio:.{digits}f}" == f"{bar:.{digits}f}":
-        digits += 1
-    return f"{ratio:.{digits}f}"
+    return f"{ratio:.{helpers.places_apart(ratio, (bar,))}f}"
 
 
 def flat_median(version) -> float:

@@ -719,10 +719,7 @@ def measured_x(measured_ratio, predicted) -> str:
     """A measured ratio to 2 decimals, more (up to 4) where it would print as the edge of the prediction's bar:
     1.802 against a predicted 1.5 must not read 1.80, which lies exactly 20% above it."""
     edges = (predicted * (1 + helpers.PREDICTION_BAR), predicted / (1 + helpers.PREDICTION_BAR))
-    digits = 2
-    while digits < 4 and any(measured_ratio != e and f"{measured_ratio:.{digits}f}" == f"{e:.{digits}f}" for e in edges):
-        digits += 1
-    return f"{measured_ratio:.{digits}f}"
+    return f"{measured_ratio:.{helpers.places_apart(measured_ratio, edges)}f}"
 
 
 def against_prediction(measured_ratio, predicted) -> str:

@@ -855,6 +855,17 @@ def test_signed_pct_keeps_a_miss_from_reading_as_the_bar(error, bar, sign, text)
     assert helpers.signed_pct(error, bar, sign) == text
 
 
+@pytest.mark.parametrize("value, edges, places, most, expected", [
+    (1.197, (1.2,), 2, 4, 3),         # 1.20 would read as the 20% bar
+    (1.2, (1.2,), 2, 4, 2),           # the bar itself prints as the bar
+    (1.0499, (1.05, 1 / 1.05), 3, 6, 4),   # 1.050 would read as the 5% threshold: 1.0499
+    (1.31, (1.2,), 2, 4, 2),          # far from the edge: the places asked for
+    (1.2000001, (1.2,), 2, 4, 4),     # never beyond ``most``
+])
+def test_places_apart_widens_a_value_off_its_edges(value, edges, places, most, expected):
+    assert helpers.places_apart(value, edges, places, most) == expected
+
+
 def test_graph_wall_against_busy_explains_a_wall_below_the_gpu_busy_time():
     above = helpers.graph_wall_against_busy({"*graph*": (1.316, 1.254)})
     assert above.startswith("A wall time above the GPU-busy time is time between the kernels") and "cannot be" not in above
