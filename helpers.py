@@ -97,29 +97,34 @@ def pin_cpus(spec: str | None) -> set[int] | None:
 PINNED_CPUS = pin_cpus(os.environ.get("SLOWER_PIN_CPUS", "").strip())
 
 
-def profiler_teardown(environ, cuda_version: str | None) -> bool:
-    """Have every torch.profiler session detach NVIDIA's CUPTI from this process when it stops.
-
-    By default Kineto (torch.profiler's engine) leaves CUPTI attached after a profile ends unless the
-    environment says ``TEARDOWN_CUPTI=1`` (pytorch/pytorch#144455; the fix proposed in #146604 measured
-    training 10-20% slower after a profile). Attached, CUPTI adds host time to every later kernel launch, so
-    a chapter that counts launches with the profiler before its timed rounds would time a slower host, and
-    compress its swaps' ratios, against a process that has not profiled. Sets ``TEARDOWN_CUPTI=1`` in
-    ``environ`` unless it is already set (a user's choice stands) or the CUDA build is older than 12.6, where
-    PyTorch itself turns teardown off next to CUDA graphs (re-attaching crashed there). Returns whether
-    profiles now detach CUPTI (False without a CUDA build: there is no CUPTI).
-    """
-    from packaging.version import Version
-
-    if "TEARDOWN_CUPTI" in environ:
-        return environ["TEARDOWN_CUPTI"] == "1"
-    if not cuda_version or Version(cuda_version) < Version("12.6"):
-        return False  # no CUPTI in a CPU build; before 12.6, PyTorch's own rule
-    environ["TEARDOWN_CUPTI"] = "1"
-    return True
+# --- Time first, profile after -------------------------------------------------------------------
+# Kineto, torch.profiler's engine, leaves NVIDIA's CUPTI attached to the process after a profile ends
+# (pytorch/pytorch#144455): its callbacks then add host time to every later kernel launch. Measured on the H200,
+# ten short profiles (six of one add, four of decode generations) made the original model's wall time per decoded
+# token 16% longer (28.8 -> 33.5 ms) and the all-projections swap's tokens/s ratio 8% smaller (1.35 -> 1.24) in the
+# same process. With Kineto's switch to detach it (TEARDOWN_CUPTI=1) set, test processes there hung at exit after
+# their tests had passed, so the series does not rely on it. It times first and profiles after: every host-clock
+# timing below refuses to run once this process has profiled (``_profiled``), in every mode, so that the CPU run
+# of the notebooks checks the order a GPU run needs.
+PROFILED_BY: list[str] = []  # what profiled in this process, in order (on a GPU; in CPU mode, what would have)
 
 
-PROFILER_TEARDOWN = profiler_teardown(os.environ, torch.version.cuda)
+def _profiled(what: str) -> None:
+    """Note that ``what`` ran torch.profiler in this process (or would have, on a GPU)."""
+    if what not in PROFILED_BY:
+        PROFILED_BY.append(what)
+
+
+def _host_clock_free(what: str) -> None:
+    """Refuse a host-clock timing (``what``) once this process has profiled: CUPTI would slow what it times."""
+    if PROFILED_BY:
+        raise RuntimeError(
+            f"{what} times the host's clock, but this process has already run torch.profiler "
+            f"({', '.join(PROFILED_BY)}). After a profile NVIDIA's CUPTI stays attached and adds host time to every "
+            "launch (pytorch/pytorch#144455), so the timing would be slower than in a process that never profiled. "
+            "Time first, profile after: move the profiling below this timing (checked in every mode, CPU too), or "
+            "restart the kernel.")
+
 
 import kernels  # noqa: E402  (after TRITON_INTERPRET is settled)
 
@@ -266,8 +271,7 @@ def env_info() -> dict:
         info.update(compute_capability="-", memory_gib="-", cuda="-")
     info.update(python=platform.python_version(), torch=torch.__version__, triton=triton.__version__,
                 transformers=transformers.__version__,
-                pinned=f"cores {','.join(map(str, sorted(PINNED_CPUS)))}" if PINNED_CPUS else "no",
-                cupti_teardown=("yes" if PROFILER_TEARDOWN else "no") if HAS_GPU else "-")  # profiler_teardown
+                pinned=f"cores {','.join(map(str, sorted(PINNED_CPUS)))}" if PINNED_CPUS else "no")
     return info
 
 
@@ -801,10 +805,6 @@ def _kernel_stats(fn) -> tuple[int, float]:
     """(kernels launched, summed GPU ms) while ``fn`` runs, from torch.profiler's CUDA activity."""
     from torch.profiler import ProfilerActivity, profile
 
-    if PROFILER_TEARDOWN:  # the last profile's CUPTI teardown runs on a later CUDA call: let it finish before
-        _sync()            # this profile starts, never during it (pytorch/kineto#1554: a profile started right
-        time.sleep(0.01)   # after another can lose its GPU events)
-        _sync()
     with warnings.catch_warnings():  # "Profiler clears events at the end of each cycle": expected here
         warnings.simplefilter("ignore", UserWarning)
         with profile(activities=[ProfilerActivity.CUDA]) as prof:  # device activity only: cheap bookkeeping
@@ -827,6 +827,7 @@ def _count_decode(model, ids: torch.Tensor, n: int, use_cache: bool = True, deco
 
     Counts only, no wall time: the profiler's bookkeeping slows the host, and wall time per token comes
     from ``compare_configs``' own shuffled rounds (``Comparison.profile``)."""
+    _profiled("a decode profile (compare_configs' profile=, _count_decode)")
     run = decoder_for(model, ids, n, decoder, use_cache)
     if warm:
         run(n)  # every shape met once (and a graph captured, a compiled step compiled)
@@ -845,8 +846,8 @@ def _count_decode(model, ids: torch.Tensor, n: int, use_cache: bool = True, deco
     (ln, gn), (l1, g1) = stats
     if not (0 < l1 < ln and 0 < g1 < gn):  # a longer generation runs more kernels, for longer
         raise RuntimeError(f"torch.profiler counted {ln} kernels ({gn:.3f} GPU ms) for {n} tokens and {l1} ({g1:.3f} "
-                           "GPU ms) for 1: a profile lost GPU events. If TEARDOWN_CUPTI=1 (helpers.PROFILER_TEARDOWN), "
-                           "try TEARDOWN_CUPTI=0 (the profiler then stays attached and slows later launches)")
+                           "GPU ms) for 1: a profile lost GPU events (with TEARDOWN_CUPTI=1 set, a profile that starts "
+                           "while the last one's teardown is pending can: pytorch/kineto#1554; unset it)")
     return (ln - l1) / steps, (gn - g1) / steps, ours
 
 
@@ -911,6 +912,7 @@ def step_timeline(model, ids: torch.Tensor, decoder: str = "generate"):
         raise RuntimeError("step_timeline needs a CUDA GPU: in CPU mode there is no GPU timeline to trace")
     if decoder not in ("generate", "graph"):
         raise ValueError(f"decoder must be 'generate' or 'graph', got {decoder!r}")
+    _profiled("step_timeline")
     with torch.inference_mode():
         if decoder == "graph":
             graph = GraphDecoder(model, ids.shape[1] + 8)
@@ -1313,7 +1315,15 @@ class KernelTime:
 
 
 def host_ms_per_call(fn, calls: int | None = None, repeats: int = 5) -> float:
-    """Median host wall time of one call, from ``repeats`` synchronised loops of ``calls`` calls."""
+    """Median host wall time of one call, from ``repeats`` synchronised loops of ``calls`` calls (before any
+    profile in this process: ``_host_clock_free``)."""
+    _host_clock_free("host_ms_per_call")
+    return _loop_ms(fn, calls, repeats)
+
+
+def _loop_ms(fn, calls: int | None = None, repeats: int = 5) -> float:
+    """``host_ms_per_call`` without the order check: the interpreter's clock in CPU mode (``ms_per_call``), and
+    ``compare_calls``' host clock, which checks the order itself."""
     calls = calls or (200 if HAS_GPU else 2)
     fn()  # warm-up: compilation and caches
     _sync()
@@ -1349,7 +1359,7 @@ def gpu_ms_per_call(fn) -> float | None:
 def ms_per_call(fn) -> float:
     """The clock ``compare_calls`` uses: GPU time (``gpu_ms_per_call``) on a GPU, interpreter wall time
     (one synchronised loop) in CPU mode."""
-    return gpu_ms_per_call(fn) if HAS_GPU else host_ms_per_call(fn, repeats=1)
+    return gpu_ms_per_call(fn) if HAS_GPU else _loop_ms(fn, repeats=1)
 
 
 GRAPH_GAP_KERNELS = 200  # one-element adds in a row: the graph that graph_kernel_gap_us times
@@ -1368,6 +1378,7 @@ def graph_kernel_gap_us(kernels: int = GRAPH_GAP_KERNELS) -> float | None:
         raise ValueError(f"kernels must be a positive int, got {kernels!r}")
     if not HAS_GPU:
         return None
+    _profiled("graph_kernel_gap_us")
     x = torch.zeros(1, device=DEVICE, dtype=DTYPE)
 
     def adds():
@@ -1394,12 +1405,48 @@ def graph_step_ms(gpu_busy_ms: float, kernels: float, gap_us: float) -> float:
     return gpu_busy_ms + kernels * gap_us / 1e3
 
 
+CU_GRAPH_NODE_TYPE_KERNEL = 0  # the CUDA driver's CUgraphNodeType of a kernel (cuda.h)
+
+
+def _graph_kernels(fn) -> int:
+    """Kernels one call of ``fn`` launches, read from a CUDA graph of that call (its kernel nodes), without
+    the profiler: a profile would leave CUPTI attached and slow every later launch (``_host_clock_free``).
+    The call is captured, never run; copies and memsets are left out, as ``_device_kernels`` leaves them out."""
+    import ctypes
+
+    try:
+        graph = torch.cuda.CUDAGraph(keep_graph=True)  # keeps the captured graph to read (PyTorch 2.8)
+    except TypeError:
+        raise RuntimeError("launches_per_call reads a CUDA graph's nodes, which needs PyTorch 2.8 or newer "
+                           f"(torch.cuda.CUDAGraph(keep_graph=True)); this is {torch.__version__}") from None
+    def check(status: int, call: str) -> None:
+        if status != 0:
+            raise RuntimeError(f"launches_per_call: the CUDA driver's {call} returned error {status}")
+
+    try:
+        with torch.cuda.graph(graph):
+            fn()
+        driver = ctypes.CDLL("libcuda.so.1")
+        handle, n, kind = ctypes.c_void_p(graph.raw_cuda_graph()), ctypes.c_size_t(0), ctypes.c_int(0)
+        check(driver.cuGraphGetNodes(handle, None, ctypes.byref(n)), "cuGraphGetNodes")
+        nodes = (ctypes.c_void_p * n.value)()
+        check(driver.cuGraphGetNodes(handle, nodes, ctypes.byref(n)), "cuGraphGetNodes")
+        count = 0
+        for node in nodes[:n.value]:
+            check(driver.cuGraphNodeGetType(ctypes.c_void_p(node), ctypes.byref(kind)), "cuGraphNodeGetType")
+            count += kind.value == CU_GRAPH_NODE_TYPE_KERNEL
+        return count
+    finally:
+        graph.reset()  # the captured graph and its memory pool go back
+
+
 def launches_per_call(fn) -> float:
-    """CUDA kernels one call launches (torch.profiler) on a GPU; our Triton kernels in CPU mode."""
+    """CUDA kernels one call launches on a GPU, read from a CUDA graph of the call (``_graph_kernels``: no
+    profiler, so host timings may follow); our Triton kernels in CPU mode."""
     if HAS_GPU:
-        fn()
+        fn()  # compiled and warm outside the capture, as gpu_ms_per_call's
         _sync()
-        return float(_kernel_stats(fn)[0])
+        return float(_graph_kernels(fn))
     with kernels.count_launches() as counted:
         fn()
     return float(sum(counted.values()))
@@ -1410,7 +1457,9 @@ def host_us_alone(fn, calls: int | None = None, repeats: int = 3, reset=None) ->
     loop timed from a synchronised start to its last call returning, without waiting for the GPU to finish
     (the wait comes after the clock stops). What the host pays per call before the GPU does anything; in CPU
     mode the interpreter runs the kernels inside the call, so it is the interpreter's time. ``reset`` (if
-    given) runs before each loop, untimed: it puts back what the calls change (a KV cache they append to)."""
+    given) runs before each loop, untimed: it puts back what the calls change (a KV cache they append to).
+    Before any profile in this process (``_host_clock_free``)."""
+    _host_clock_free("host_us_alone")
     calls = calls or (20 if HAS_GPU else 1)
     reset = reset or (lambda: None)
     reset()
@@ -1599,6 +1648,7 @@ def capture_module_calls(model, ids: torch.Tensor, new_tokens: int, use_cache: b
 
 def count_module_calls(calls: dict) -> None:
     """Fill each ``ModuleCall``'s kernels per call (torch.profiler, on a GPU) and our launches per call."""
+    _profiled("count_module_calls")
     for call in calls.values():
         reset = call.reset or (lambda: None)
         reset()
@@ -2151,6 +2201,7 @@ def compare_configs(model, configs: dict, prompt_len: int | None = None, new_tok
                          f"choose from {eager}")
     if to_price and new_tokens < 2:
         raise ValueError("prices: counting calls per decoded token needs new_tokens >= 2")
+    _host_clock_free("compare_configs")  # its rounds are wall time; its own profiles come after them
     ids = make_prompt(prompt_len, tokenizer, model.config.vocab_size)
 
     for name, config in every.items():  # bad decoders fail here, before any run
@@ -2238,14 +2289,16 @@ CALL_CLOCKS = ("gpu", "host")  # compare_calls' clocks: CUDA-graph replay, or ho
 
 
 def compare_calls(calls: dict, reference, rounds: int | None = None, seed: int = 0,
-                  clock: str = "gpu") -> CallComparison:
+                  clock: str = "gpu", after_profile: bool = False) -> CallComparison:
     """Time each call in ``calls`` against ``reference``, in shuffled rounds, on one clock.
 
     Like ``compare_configs`` for kernels: every round times each call, the reference and the reference
     again (the A/A floor: what a ~2 µs kernel's GPU time does between two replays of the same graph) in a
     shuffled order. ``clock`` "gpu": GPU time (``ms_per_call``: CUDA-graph replay); "host": host time per
     call (``host_ms_per_call``: back to back, synchronised), the price of issuing the call. In CPU mode
-    either clock is the interpreter's wall time.
+    either clock is the interpreter's wall time. The host clock refuses to run once the process has
+    profiled (``_host_clock_free``) unless ``after_profile`` says that is known (an exercise at a chapter's
+    end, comparing calls that launch alike): its clock label then says that CUPTI was attached.
     """
     rounds = SIZES.rounds_kernel if rounds is None else rounds
     if rounds < 1:
@@ -2259,8 +2312,11 @@ def compare_calls(calls: dict, reference, rounds: int | None = None, seed: int =
     for name, fn in every.items():
         if not callable(fn):
             raise TypeError(f"calls[{name!r}] must be a zero-argument callable, got {type(fn).__name__}")
-    time_one = ms_per_call if clock == "gpu" else host_ms_per_call
-    label = CLOCK_LABELS[clock if HAS_GPU else "interpreter"]
+    attached = clock == "host" and HAS_GPU and bool(PROFILED_BY) and after_profile
+    if clock == "host" and not after_profile:
+        _host_clock_free("compare_calls(clock='host')")
+    time_one = ms_per_call if clock == "gpu" else _loop_ms
+    label = CLOCK_LABELS[clock if HAS_GPU else "interpreter"] + (", after a profile (CUPTI attached)" if attached else "")
     times = {name: [] for name in every}
     for r in range(rounds):
         for name in _shuffled(every, r, seed):

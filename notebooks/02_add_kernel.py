@@ -353,7 +353,9 @@ else:
 # `reason` names the rule that held the difference back. Host time comes from `helpers.host_ms_per_call`:
 # one reading per call and size, the median of 5 synchronised loops of 200 calls, with no rounds and no A/A
 # floor, so a host-time ratio below is shown as a single reading, without a verdict. The kernels one call
-# launches come from `helpers.launches_per_call` (`torch.profiler`).
+# launches come from `helpers.launches_per_call`, which reads them from a CUDA graph of one call (its kernel
+# nodes) rather than from a profile: a profile leaves NVIDIA's profiling interface (CUPTI) attached to the
+# process, and it adds host time to every later launch, so the series times first and profiles after.
 # (Triton's own tutorials use `triton.testing.do_bench`: it records a GPU event before and after each
 # call, with a cache-clearing kernel in between. The start event fires on the GPU as soon as the GPU gets
 # there, so if the host is still busy launching the kernel, that wait is counted: for a microsecond kernel
@@ -445,7 +447,7 @@ print(f"{calls.clock}, ratio Triton / torch.add: median {gpu_ratio.median_text} 
 if helpers.HAS_GPU:
     print(f"{HOST_CLOCK}, ratio Triton / torch.add: {host_ratio:.2f} ({HOST_READING} each: no rounds, no spread, "
           "so no verdict)")
-print("kernels per call: counted by torch.profiler" if helpers.HAS_GPU else f"kernels per call: {helpers.launch_note('call')}")
+print("kernels per call: the kernel nodes of a CUDA graph of one call" if helpers.HAS_GPU else f"kernels per call: {helpers.launch_note('call')}")
 
 # %% [markdown]
 # ## The price of one launch

@@ -115,7 +115,8 @@ print(f"{len(norms)} RMSNorm modules in all; each runs once per forward pass, so
 #   (synchronised before and after the loop): what one call costs the Python program that makes it,
 #   launching included. It is one reading per version and shape, the median of 5 loops of 200 calls, with
 #   no rounds and no A/A floor: a host-time ratio below is a single reading, shown without a verdict;
-# - **kernels per call** (`helpers.launches_per_call`): every CUDA kernel one call launches (`torch.profiler`).
+# - **kernels per call** (`helpers.launches_per_call`): every CUDA kernel one call launches, read from a CUDA
+#   graph of the call, not from a profile (a profile would slow the host timings that follow it).
 #
 # A kernel that runs for a few microseconds on the GPU can cost the host several times that to launch, so
 # the two clocks can differ widely; every time below says which clock it is. Each shape is measured once,

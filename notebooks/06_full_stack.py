@@ -930,7 +930,7 @@ quiet = torch.no_grad()  # a call wrapped in it records no autograd graph
 
 
 def launches(calls):
-    """Kernels one call launches, for each call ({name: fn}): every CUDA kernel (profiler) on a GPU, our
+    """Kernels one call launches, for each call ({name: fn}): every CUDA kernel (a CUDA graph's) on a GPU, our
     Triton kernels only in CPU mode. Prints them and returns {name: count}."""
     kind = "CUDA kernel{}" if helpers.HAS_GPU else "of our Triton kernel{} (CPU mode)"
     counted = {name: helpers.launches_per_call(fn) for name, fn in calls.items()}

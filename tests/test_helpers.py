@@ -1,5 +1,6 @@
 """The harness, on a tiny Qwen3 (CPU mode) and a Qwen3-0.6B-shaped model on the meta device."""
 import dataclasses
+import re
 
 import pandas as pd
 import pytest
@@ -91,7 +92,7 @@ def test_hardware_slug(name, slug):
 def test_env_info_names_versions_and_mode():
     info = helpers.env_info()
     for key in ("gpu", "mode", "python", "torch", "triton", "transformers", "compute_capability", "memory_gib",
-                "pinned", "cupti_teardown"):
+                "pinned"):
         assert key in info
     assert info["mode"] == helpers.MODE
 
@@ -475,17 +476,55 @@ def test_pinning_switch_pins_the_process_and_shows_in_the_environment_line():
         helpers.pin_cpus("100000")
 
 
-@pytest.mark.parametrize("environ, cuda, detaches, after", [
-    ({}, "13.0", True, "1"),                     # the default on a CUDA build new enough: set, and on
-    ({}, "12.6", True, "1"),
-    ({}, "12.4", False, None),                   # PyTorch keeps CUPTI attached near CUDA graphs before 12.6
-    ({}, None, False, None),                     # a CPU build has no CUPTI
-    ({"TEARDOWN_CUPTI": "0"}, "13.0", False, "0"),  # a user's choice stands, either way
-    ({"TEARDOWN_CUPTI": "1"}, "12.4", True, "1"),
-])
-def test_profiles_detach_cupti_unless_told_otherwise(environ, cuda, detaches, after):
-    assert helpers.profiler_teardown(environ, cuda) is detaches
-    assert environ.get("TEARDOWN_CUPTI") == after
+def test_host_clock_timings_refuse_to_run_after_a_profile(tiny, device):
+    """Once a process has profiled, CUPTI stays attached and slows every launch: each host-clock timing then
+    fails with the order to fix, in every mode (the CPU run of the notebooks checks the order a GPU run needs),
+    while the GPU clock (CUDA-graph replay, untouched by the host) still runs."""
+    x = torch.ones(7, device=device)
+    helpers.host_ms_per_call(lambda: x + x, calls=2, repeats=1)  # before any profile: runs
+    assert helpers.compare_configs(tiny, {}, new_tokens=2, rounds=1, profile=True).profile(helpers.ORIGINAL)
+    assert helpers.PROFILED_BY == ["a decode profile (compare_configs' profile=, _count_decode)"]
+    helpers.launches_per_call(lambda: kernels.add(x, x))  # counts from a CUDA graph's nodes: no profile
+    assert len(helpers.PROFILED_BY) == 1
+    timings = [("host_ms_per_call", lambda: helpers.host_ms_per_call(lambda: x + x, calls=2, repeats=1)),
+               ("host_ms_per_call", lambda: helpers.launch_prices(calls=2)),
+               ("host_us_alone", lambda: helpers.host_us_alone(lambda: x + x)),
+               ("compare_calls(clock='host')", lambda: helpers.compare_calls({"twice": lambda: x + x}, lambda: x * 2,
+                                                                             rounds=1, clock="host")),
+               ("compare_configs", lambda: helpers.compare_configs(tiny, {}, new_tokens=2, rounds=1))]
+    for what, timing in timings:
+        with pytest.raises(RuntimeError, match=re.escape(what) + r" times the host's clock, but this process has "
+                           r"already run torch\.profiler \(a decode profile.*\)\. .*Time first"):
+            timing()
+    cmp = helpers.compare_calls({"twice": lambda: x + x}, lambda: x * 2, rounds=1)  # the GPU clock still runs
+    assert cmp.rounds == 1
+    known = helpers.compare_calls({"twice": lambda: x + x}, lambda: x * 2, rounds=1, clock="host", after_profile=True)
+    assert known.clock.endswith(", after a profile (CUPTI attached)") == helpers.HAS_GPU  # an exercise that knows
+
+
+@pytest.mark.skipif(not helpers.HAS_GPU, reason="CUDA graphs and torch.profiler need a GPU")
+def test_launches_per_call_counts_what_the_profiler_sees():
+    """The CUDA graph's kernel nodes of one call, against the kernels torch.profiler sees that call run: the same
+    count for our kernels, PyTorch's ops, a cuBLAS matmul and the per-head attention loop, and no profile made."""
+    from transformers.models.qwen3.modeling_qwen3 import Qwen3RMSNorm
+
+    x = torch.randn(3, 1024, device=helpers.DEVICE, dtype=helpers.DTYPE)
+    w = torch.randn(3072, 1024, device=helpers.DEVICE, dtype=helpers.DTYPE)
+    norm = Qwen3RMSNorm(1024).to(helpers.DEVICE, helpers.DTYPE)
+    q, k, v = (torch.randn(1, 8, n, 128, device=helpers.DEVICE, dtype=helpers.DTYPE) for n in (1, 37, 37))
+    calls = {"Triton add": lambda: kernels.add(x, x), "torch.add": lambda: torch.add(x, x),
+             "Qwen3RMSNorm": lambda: norm(x), "two-pass RMSNorm": lambda: kernels.rmsnorm_two_pass(x, norm.weight),
+             "cuBLAS matmul": lambda: x @ w.T, "tiled matmul": lambda: kernels.matmul(x, w.T),
+             "per-head attention": lambda: kernels.attention_slow(q, k, v, scale=0.1, causal=True)}
+    for name, fn in calls.items():
+        counted = helpers.launches_per_call(fn)
+        assert helpers.PROFILED_BY == [], name
+        assert counted == helpers._kernel_stats(fn)[0] > 0, name
+
+
+def test_each_test_starts_in_a_process_that_has_not_profiled():
+    """tests/conftest.py forgets the profiles of earlier tests (their timings assert no speed)."""
+    assert helpers.PROFILED_BY == []
 
 
 def test_count_decode_refuses_a_profile_that_lost_its_events(tiny, monkeypatch):
@@ -493,7 +532,6 @@ def test_count_decode_refuses_a_profile_that_lost_its_events(tiny, monkeypatch):
     CUPTI teardown racing the next profile can make it) fails loudly instead of giving a per-token count."""
     seen = iter([(100, 1.0), (100, 1.0)])
     monkeypatch.setattr(helpers, "HAS_GPU", True)
-    monkeypatch.setattr(helpers, "PROFILER_TEARDOWN", False)
     monkeypatch.setattr(helpers, "_sync", lambda: None)  # no CUDA here: the generations run on the CPU
     monkeypatch.setattr(helpers, "_kernel_stats", lambda fn: (fn(), next(seen))[1])
     ids = helpers.make_prompt(5, vocab_size=tiny.config.vocab_size)
@@ -502,15 +540,15 @@ def test_count_decode_refuses_a_profile_that_lost_its_events(tiny, monkeypatch):
 
 
 @pytest.mark.skipif(not helpers.HAS_GPU, reason="CUPTI and CUDA graphs need a GPU")
-def test_profiles_back_to_back_count_the_same_after_teardown(tiny):
-    """With CUPTI detached after every profile, the next profile re-attaches it and still sees every kernel,
-    also after a CUDA graph was captured and replayed in between."""
+def test_profiles_back_to_back_count_the_same(tiny):
+    """Profiles back to back see every kernel, also with CUDA graphs captured and replayed between them (a
+    graph decoder's, and the graphs launches_per_call reads its counts from): the counts repeat."""
     x = torch.randn(4096, device=helpers.DEVICE, dtype=helpers.DTYPE)
-    ops = [helpers.launches_per_call(lambda: torch.add(x, x)) for _ in range(4)]
+    ops = [helpers._kernel_stats(lambda: torch.add(x, x))[0] for _ in range(4)]
     ids = helpers.make_prompt(5, vocab_size=tiny.config.vocab_size)
     graph = [helpers._count_decode(tiny, ids, 4, decoder="graph")[0] for _ in range(2)]
-    ops.append(helpers.launches_per_call(lambda: torch.add(x, x)))
-    assert ops == [1.0] * 5
+    ops += [helpers.launches_per_call(lambda: torch.add(x, x)), helpers._kernel_stats(lambda: torch.add(x, x))[0]]
+    assert ops == [1] * 6
     assert graph[0] == graph[1] > 0
 
 
@@ -674,6 +712,7 @@ def test_capture_module_calls_counts_top_level_calls_and_replays_them(tiny):
     layer.reset()
     assert torch.equal(layer.replay(), first) and not torch.equal(grown, first)
     assert fast["GemvLinear"].reset is None  # no cache to put back
+    helpers.PROFILED_BY.clear()  # counted above; the timing below only checks that it runs
     assert helpers.host_us_alone(fast["GemvLinear"].replay, calls=1, repeats=1) > 0
     assert not helpers._CAPTURES and not any(m._forward_pre_hooks for m in tiny.modules())
     with pytest.raises(ValueError, match="new_tokens must be at least 2"):
@@ -734,6 +773,7 @@ def test_compare_configs_prices_the_modules_of_each_eager_configuration(tiny):
     budget = helpers.fit_module_budget({helpers.ORIGINAL: base, "fused RMSNorm": fused},
                                        (helpers.ORIGINAL, "fused RMSNorm"))
     assert budget.in_situ == pytest.approx(2.0) and budget.predict_ms(fused) == pytest.approx(fused.wall_ms_per_token)
+    helpers.PROFILED_BY.clear()  # the comparison above profiled after its rounds; this one times again
     unpriced = helpers.compare_configs(tiny, {"fused RMSNorm": dict(rmsnorm="fused")}, prompt_len=4, new_tokens=3,
                                        rounds=1)
     assert unpriced.module_calls == {}  # nothing priced, the original's modules neither
@@ -763,6 +803,7 @@ def test_wall_time_per_token_comes_from_the_same_rounds(tiny, monkeypatch):
         result.profile(helpers.ORIGINAL_AGAIN)
     with pytest.raises(ValueError, match="not configurations here"):
         helpers.compare_configs(tiny, {}, prompt_len=4, new_tokens=5, rounds=1, profile=["nope"])
+    helpers.PROFILED_BY.clear()  # the comparison above profiled after its rounds; this one times again
     single = helpers.compare_configs(tiny, {}, prompt_len=4, new_tokens=1, rounds=1)
     with pytest.raises(ValueError, match="needs new_tokens > 1"):
         single.decode_ms(helpers.ORIGINAL)
@@ -779,6 +820,7 @@ def test_profiling_warms_a_decoder_built_afresh(tiny, monkeypatch):
         return count(model, ids, n, use_cache, decoder, warm)
 
     monkeypatch.setattr(helpers, "_count_decode", spy)
+    helpers.PROFILED_BY.clear()  # the comparison above profiled after its rounds; this one times again
     helpers.compare_configs(tiny, {"graph": dict(decoder="graph")}, prompt_len=4, new_tokens=3, rounds=1, profile=True)
     assert seen == {"generate": False, "graph": True}
 
@@ -786,7 +828,7 @@ def test_profiling_warms_a_decoder_built_afresh(tiny, monkeypatch):
 def test_compare_calls_has_its_own_a_a_floor(monkeypatch):
     clock = {"fast": 1.0, "slow": 3.0}
     monkeypatch.setattr(helpers, "gpu_ms_per_call", lambda fn: clock[fn()])
-    monkeypatch.setattr(helpers, "host_ms_per_call", lambda fn, calls=None, repeats=5: clock[fn()])
+    monkeypatch.setattr(helpers, "_loop_ms", lambda fn, calls=None, repeats=5: clock[fn()])  # CPU mode's clock
     result = helpers.compare_calls({"ours": lambda: "slow"}, lambda: "fast", rounds=4)
     assert result.ratios["ours"].median == 3.0 and result.floor.median == 1.0
     assert result.verdict("ours").text == "3.00x slower" and result.rounds == 4
@@ -804,7 +846,7 @@ def test_compare_calls_has_its_own_a_a_floor(monkeypatch):
 def test_compare_calls_on_the_host_clock(monkeypatch):
     monkeypatch.setattr(helpers, "HAS_GPU", True)
     monkeypatch.setattr(helpers, "gpu_ms_per_call", lambda fn: {"fast": 1.0, "slow": 1.0}[fn()])  # the GPU: equal
-    monkeypatch.setattr(helpers, "host_ms_per_call", lambda fn, calls=None, repeats=5: {"fast": 1.0, "slow": 2.0}[fn()])
+    monkeypatch.setattr(helpers, "_loop_ms", lambda fn, calls=None, repeats=5: {"fast": 1.0, "slow": 2.0}[fn()])
     on_gpu = helpers.compare_calls({"ours": lambda: "slow"}, lambda: "fast", rounds=2)
     on_host = helpers.compare_calls({"ours": lambda: "slow"}, lambda: "fast", rounds=2, clock="host")
     assert on_gpu.ratios["ours"].median == 1.0 and on_gpu.clock == helpers.CLOCK_LABELS["gpu"]
