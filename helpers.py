@@ -122,8 +122,8 @@ def _host_clock_free(what: str) -> None:
             f"{what} times the host's clock, but this process has already run torch.profiler "
             f"({', '.join(PROFILED_BY)}). After a profile NVIDIA's CUPTI stays attached and adds host time to every "
             "launch (pytorch/pytorch#144455), so the timing would be slower than in a process that never profiled. "
-            "Time first, profile after: move the profiling below this timing (checked in every mode, CPU too), or "
-            "restart the kernel.")
+            "Time first, profile after: move the profiling below this timing (checked in every mode, CPU too), or, "
+            "to time again after a chapter has run, restart the runtime (Colab: Runtime > Restart session).")
 
 
 import kernels  # noqa: E402  (after TRITON_INTERPRET is settled)
@@ -306,9 +306,11 @@ def fmt(value, digits: int = 3, unit: str = "") -> str:
 
 
 def launch_note(per: str = "decoded token") -> str:
-    """What a launch count in results.csv counts: every CUDA kernel on a GPU, our own kernels in CPU mode."""
+    """What a launch count in results.csv counts: every CUDA kernel on a GPU (a call's from a CUDA graph of it,
+    ``launches_per_call``; a token's from torch.profiler, ``compare_configs(profile=...)``), our own kernels in
+    CPU mode."""
     if HAS_GPU:
-        return f"every CUDA kernel per {per} (torch.profiler)"
+        return f"every CUDA kernel per {per} ({'a CUDA graph of one call' if per == 'call' else 'torch.profiler'})"
     return f"CPU mode: our Triton kernels per {per} only (no CUDA kernels to count)"
 
 
@@ -805,6 +807,8 @@ def _kernel_stats(fn) -> tuple[int, float]:
     """(kernels launched, summed GPU ms) while ``fn`` runs, from torch.profiler's CUDA activity."""
     from torch.profiler import ProfilerActivity, profile
 
+    if not PROFILED_BY:  # the callers name themselves (``_profiled``); a caller that did not is still noted
+        _profiled("torch.profiler")
     with warnings.catch_warnings():  # "Profiler clears events at the end of each cycle": expected here
         warnings.simplefilter("ignore", UserWarning)
         with profile(activities=[ProfilerActivity.CUDA]) as prof:  # device activity only: cheap bookkeeping
@@ -1376,9 +1380,9 @@ def graph_kernel_gap_us(kernels: int = GRAPH_GAP_KERNELS) -> float | None:
     cover what the graph spends (no gap to add)."""
     if not isinstance(kernels, int) or kernels < 1:
         raise ValueError(f"kernels must be a positive int, got {kernels!r}")
+    _profiled("graph_kernel_gap_us")  # in CPU mode too, where it returns at once: the order is checked there
     if not HAS_GPU:
         return None
-    _profiled("graph_kernel_gap_us")
     x = torch.zeros(1, device=DEVICE, dtype=DTYPE)
 
     def adds():
@@ -1677,6 +1681,7 @@ class LaunchPrices:
 
 def launch_prices(calls: int | None = None) -> LaunchPrices:
     """The price of one launch on this host: an empty Triton kernel against a one-element PyTorch op."""
+    _host_clock_free("launch_prices")
     calls = calls or (3000 if HAS_GPU else 5)
     x = torch.zeros(1, device=DEVICE, dtype=DTYPE)
     triton_ms = host_ms_per_call(lambda: kernels.empty(x), calls)

@@ -5,7 +5,8 @@
     launches  # Counter({'rmsnorm_inv_rms_kernel': 1, 'rmsnorm_scale_kernel': 1})
 
 Every launcher calls ``record(kernel)`` right before ``kernel[grid](...)``. Only the project's
-kernels are counted (PyTorch's own kernels are not); use ``torch.profiler`` for those.
+kernels are counted (PyTorch's own kernels are not); ``helpers.launches_per_call`` counts every CUDA
+kernel of a call on a GPU.
 """
 
 from collections import Counter

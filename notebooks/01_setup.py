@@ -780,7 +780,9 @@ CPU_CLOCK = "wall time of PyTorch on the CPU (CPU mode)"  # no Triton kernel her
 # leaves NVIDIA's profiling interface (CUPTI) attached to the process, and it adds host time to every later
 # launch, so the helpers refuse a host-clock timing once a process has profiled, and the series times first
 # and profiles after. Here both calls are one launch each and pay that extra alike, so the exercise asks for it
-# (`after_profile=True`), and on a GPU its clock label says so.
+# (`after_profile=True`), and on a GPU its clock label says so. An extra paid alike still pulls the ratio
+# towards 1, the answer an overhead-bound GPU predicts: here a "same" is weaker evidence than it looks, and a
+# "faster" stronger.
 
 # %%
 add_bytes = 3 * SIZES.add_n * 2  # read x and y, write the sum, 2 bytes per fp16 number (the GPUs' dtype)

@@ -311,7 +311,8 @@ def test_fmt_says_where_a_number_cannot_be_measured():
 
 def test_launch_note_names_what_was_counted(monkeypatch):
     monkeypatch.setattr(helpers, "HAS_GPU", True)
-    assert helpers.launch_note(per="call") == "every CUDA kernel per call (torch.profiler)"
+    assert helpers.launch_note(per="call") == "every CUDA kernel per call (a CUDA graph of one call)"
+    assert helpers.launch_note() == "every CUDA kernel per decoded token (torch.profiler)"
     monkeypatch.setattr(helpers, "HAS_GPU", False)
     assert helpers.launch_note(per="call") == "CPU mode: our Triton kernels per call only (no CUDA kernels to count)"
     assert "per decoded token" in helpers.launch_note()
@@ -487,7 +488,7 @@ def test_host_clock_timings_refuse_to_run_after_a_profile(tiny, device):
     helpers.launches_per_call(lambda: kernels.add(x, x))  # counts from a CUDA graph's nodes: no profile
     assert len(helpers.PROFILED_BY) == 1
     timings = [("host_ms_per_call", lambda: helpers.host_ms_per_call(lambda: x + x, calls=2, repeats=1)),
-               ("host_ms_per_call", lambda: helpers.launch_prices(calls=2)),
+               ("launch_prices", lambda: helpers.launch_prices(calls=2)),
                ("host_us_alone", lambda: helpers.host_us_alone(lambda: x + x)),
                ("compare_calls(clock='host')", lambda: helpers.compare_calls({"twice": lambda: x + x}, lambda: x * 2,
                                                                              rounds=1, clock="host")),
@@ -518,13 +519,23 @@ def test_launches_per_call_counts_what_the_profiler_sees():
              "per-head attention": lambda: kernels.attention_slow(q, k, v, scale=0.1, causal=True)}
     for name, fn in calls.items():
         counted = helpers.launches_per_call(fn)
-        assert helpers.PROFILED_BY == [], name
+        assert helpers.PROFILED_BY == [], name  # the profiler notes every session it runs (_kernel_stats)
         assert counted == helpers._kernel_stats(fn)[0] > 0, name
+        assert helpers.PROFILED_BY == ["torch.profiler"], name
+        helpers.PROFILED_BY.clear()
 
 
-def test_each_test_starts_in_a_process_that_has_not_profiled():
-    """tests/conftest.py forgets the profiles of earlier tests (their timings assert no speed)."""
-    assert helpers.PROFILED_BY == []
+@pytest.mark.parametrize("profile, what", [
+    (lambda: helpers.graph_kernel_gap_us(5), "graph_kernel_gap_us"),  # it returns at once in CPU mode, and notes
+    (lambda: helpers.count_module_calls({}), "count_module_calls"),
+    (lambda: helpers._kernel_stats(lambda: None) if helpers.HAS_GPU else helpers._profiled("torch.profiler"),
+     "torch.profiler"),
+])
+def test_every_profile_is_noted_and_stops_the_host_clock(profile, what):
+    profile()
+    assert helpers.PROFILED_BY == [what]
+    with pytest.raises(RuntimeError, match=f"already run torch.profiler \\({what}\\)"):
+        helpers.host_ms_per_call(lambda: None, calls=1, repeats=1)
 
 
 def test_count_decode_refuses_a_profile_that_lost_its_events(tiny, monkeypatch):

@@ -1,4 +1,5 @@
 """The chapters' sources and generated notebooks agree, and each carries the current setup cell."""
+import re
 import sys
 from pathlib import Path
 
@@ -68,3 +69,41 @@ def test_changed_cells_lose_their_stored_outputs():
     assert cleared == [1, 2]
     assert not combined.cells[1].outputs and combined.cells[1].execution_count is None
     assert not combined.cells[2].outputs
+
+
+# --- Time first, profile after (helpers._host_clock_free) -----------------------------------------------
+HOST_TIMINGS = re.compile(r"helpers\.(compare_configs|host_ms_per_call|host_us_alone|launch_prices|reproduce)\("
+                          r"|clock=\"host\"")
+GPU_ONLY_PROFILE = "helpers.step_timeline("  # on a GPU only: the CPU run of a chapter never profiles with it
+
+
+def host_timings_after_gpu_only_profile(source: str) -> list[str]:
+    """Host-clock timings written after a chapter's first ``helpers.step_timeline`` call (comments left out), but
+    for a comparison that says it runs after a profile (``after_profile=True``, in the same statement)."""
+    code = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith("#"))
+    first = code.find(GPU_ONLY_PROFILE)
+    if first < 0:
+        return []
+    late = []
+    for m in HOST_TIMINGS.finditer(code, first):
+        statement = code[m.start():code.find("\n\n", m.start())]
+        if "after_profile=True" not in statement:
+            late.append(m.group(0))
+    return late
+
+
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_no_chapter_times_the_host_after_a_gpu_only_profile(name):
+    """The helpers refuse a host-clock timing once a process has profiled, in every mode, so the CPU run of the
+    notebooks checks the order; ``step_timeline`` profiles on a GPU only, so its order is checked in the source."""
+    late = host_timings_after_gpu_only_profile((ROOT / "notebooks" / f"{name}.py").read_text())
+    assert not late, f"{name}: {late} after {GPU_ONLY_PROFILE}...): time first, profile after"
+
+
+def test_the_order_check_sees_a_late_host_timing():
+    source = ("helpers.step_timeline(model, ids)\n\n"
+              "cmp = helpers.compare_calls(calls, ref, clock=\"host\",\n    after_profile=True)\n\n"
+              "# helpers.compare_configs( in a comment does not count\n"
+              "comparison = helpers.compare_configs(model, {})\n")
+    assert host_timings_after_gpu_only_profile(source) == ["helpers.compare_configs("]
+    assert host_timings_after_gpu_only_profile(source.replace("step_timeline", "other")) == []
