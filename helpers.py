@@ -1423,6 +1423,7 @@ def _graph_kernels(fn) -> int:
     except TypeError:
         raise RuntimeError("launches_per_call reads a CUDA graph's nodes, which needs PyTorch 2.8 or newer "
                            f"(torch.cuda.CUDAGraph(keep_graph=True)); this is {torch.__version__}") from None
+
     def check(status: int, call: str) -> None:
         if status != 0:
             raise RuntimeError(f"launches_per_call: the CUDA driver's {call} returned error {status}")
