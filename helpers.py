@@ -13,6 +13,7 @@ Imports point one way: notebooks import ``helpers`` and ``kernels``; ``helpers``
 from __future__ import annotations
 
 import gc
+import itertools
 import math
 import os
 import platform
@@ -1254,15 +1255,14 @@ def check_answer(answer: str | None, ratio: "Ratio | float", floor: "Ratio | Non
         said = f"{change}: " + (v.text if v.ratio > 1 else f"time ratio {r.median_text} ({v.text})")
     else:  # enough digits that a median inside the threshold does not print as the threshold itself (1.045, not 1.05)
         places = len(r.median_text.partition(".")[2])
-        wider = places_apart(r.median, (1 + v.noise, 1 / (1 + v.noise)), places=places, most=5)
+        wider = places_apart(r.median, v.bars, places=places, most=5)
         shown = r.median_text if wider == places else f"{r.median:.{wider}f}"
         said = f"{change}: {shown}x the time (within noise; {v.reason})"
     if len(r.values) > 1:
         said += f"; quartiles {r.quartiles} over {len(r.values)} rounds"
     said += f"; A/A floor {floor.median:.3f}" if floor is not None else ""
     said += f", {clock}" if clock else ""
-    edge = math.log(1 + v.noise)
-    if abs(abs(math.log(v.ratio)) - edge) < edge / 2:  # within half the threshold's width of it
+    if v.near_threshold:
         said += (f". This lies near the series' threshold ({100 * v.noise:.0f}% from 1): another run may call it "
                  "the other way")
     if answer is None:
@@ -1971,7 +1971,7 @@ class Ratio:
         if not any("e" in t for t in ends):  # both ends to the same decimals: 0.979-0.980, not 0.979-0.98
             places = max(len(t.partition(".")[2]) for t in ends)
             ends = [t if abs(v) >= 1000 else f"{v:.{places}f}" for t, v in zip(ends, (self.low, self.high))]
-        return "-".join(ends)
+        return (" to " if self.low < 0 else "-").join(ends)  # -1.180 to -0.431, not -1.180--0.431
 
     @property
     def median_text(self) -> str:
@@ -1991,6 +1991,18 @@ class Verdict:
     noise: float    # the threshold used: a ratio within 1 +- noise is "within noise"
     reason: str = ""  # why "within noise": which rule held it back (empty when real)
 
+    @property
+    def bars(self) -> tuple:
+        """The two ratios the verdict turns on, 1 + noise and 1 / (1 + noise): a median printed beside it must not
+        read as one of them (``places_apart``)."""
+        return 1 + self.noise, 1 / (1 + self.noise)
+
+    @property
+    def near_threshold(self) -> bool:
+        """Within half the threshold's width of it, on the log scale: another run may call it the other way."""
+        edge = math.log(1 + self.noise)
+        return self.ratio > 0 and abs(abs(math.log(self.ratio)) - edge) < edge / 2
+
 
 def noise_threshold(floor: Ratio | None = None) -> float:
     """How far a median ratio must be from 1 to count as a difference (above 1 + noise, or below
@@ -2009,6 +2021,10 @@ def verdict(ratio: Ratio | float, floor: Ratio | None = None) -> Verdict:
     """
     r = ratio if isinstance(ratio, Ratio) else Ratio.of([ratio])
     noise = noise_threshold(floor)
+    if r.median <= 0:  # a time ratio is positive: a difference of two noisy times (per token) went below zero
+        return Verdict("within noise", False, r.median, noise,
+                       f"its median, {r.median:.3g}, is not a positive time ratio: the times it divides are smaller "
+                       "than the noise of the timings they come from")
     same_side = r.low > 1 or r.high < 1
     # symmetric in log space: "x slower" beyond 1 + noise, "x faster" below 1 / (1 + noise)
     beyond = r.median > 1 + noise or r.median < 1 / (1 + noise)
@@ -2346,7 +2362,8 @@ def read_trend(points: dict, floors: dict | None = None, unit: str = "x", along:
 
     ``points``: {prompt length: Ratio} (median and quartiles of the per-round values); ``floors``:
     {prompt length: the A/A floor of that run}. "grew"/"shrank" only when the medians move one way at
-    every step (a step smaller than the noise threshold counts as flat) and the change from the first point
+    every step (a step smaller than the noise threshold counts as flat, but flat steps back may not add up to
+    more than the threshold: no point falls that far behind the furthest one before it) and the change from the first point
     to the last is outside the noise by ``helpers.verdict``
     (last over first, with the widest quartile bounds the two points allow, against the noisier end's A/A
     floor). A step against the trend but inside the noise is named in the reading ("at every step" only
@@ -2362,6 +2379,9 @@ def read_trend(points: dict, floors: dict | None = None, unit: str = "x", along:
     # a step smaller than the noise threshold is flat: it neither breaks nor makes a direction
     steps = [0.0 if max(a, b) / min(a, b) - 1 < v.noise else b - a for a, b in zip(medians, medians[1:])]
     one_way = all(s >= 0 for s in steps) or all(s <= 0 for s in steps)
+    if v.real and one_way:  # flat steps against the trend must not add up to more than the noise either
+        peaks = itertools.accumulate(medians, max if v.ratio > 1 else min)  # the furthest point so far
+        one_way = max(max(p / m, m / p) - 1 for p, m in zip(peaks, medians)) < v.noise
 
     def fmt(x, more=0):  # "x" to 3 significant digits (0.176x, 1.71x, 12.3x), other units to 0.1; plus ``more``
         if unit != "x":
@@ -2427,8 +2447,13 @@ REPRODUCE_CONFIGS = {  # result id -> (configuration name, patched() arguments),
 SMALL_EFFECTS = ("rmsnorm.tps_slowdown",)
 
 
+KERNEL_RATIO_IDS = ("add.ratio", "rmsnorm.two_pass_ratio", "matmul.triton_ms/matmul.torch_ms",
+                    "attention.slow_ms/attention.sdpa_ms")  # the headline kernel ratios ``reproduce`` re-measures
+
+
 def _kernel_ratio_cases() -> dict:
-    """result id -> (ours, reference): zero-argument calls on fresh random inputs at the chapters' shapes."""
+    """result id (``KERNEL_RATIO_IDS``) -> (ours, reference): zero-argument calls on fresh random inputs at the
+    chapters' shapes."""
     import torch.nn.functional as F
     from transformers.models.qwen3.modeling_qwen3 import Qwen3RMSNorm
 
@@ -2448,7 +2473,7 @@ def _kernel_ratio_cases() -> dict:
     q, k, v = rand(s["B"], s["Hq"], s["S"], s["D"]), rand(s["B"], s["Hkv"], s["T"], s["D"]), rand(
         s["B"], s["Hkv"], s["T"], s["D"])
     scale = s["D"] ** -0.5
-    return {
+    cases = {
         "add.ratio": (lambda: kernels.add(x, y), lambda: torch.add(x, y)),
         "rmsnorm.two_pass_ratio": (lambda: kernels.rmsnorm_two_pass(rows, norm.weight, norm.variance_epsilon),
                                    lambda: norm(rows)),
@@ -2458,6 +2483,7 @@ def _kernel_ratio_cases() -> dict:
             lambda: kernels.attention_slow(q, k, v, scale=scale, causal=True),  # as chapter 5 calls it
             lambda: F.scaled_dot_product_attention(q, k, v, scale=scale, enable_gqa=s["Hq"] != s["Hkv"])),
     }
+    return {key: cases[key] for key in KERNEL_RATIO_IDS}
 
 
 def _committed_value(table, key: str) -> float | None:
@@ -2483,8 +2509,8 @@ def reproduce(model=None, tokenizer=None, ids=None, rounds: int | None = None, c
               comparison: "Comparison | None" = None):
     """Re-measure the headline ratios (all, or those in ``ids``) and set each beside the committed run.
 
-    Kernel ratios: GPU time in shuffled rounds against the PyTorch call with its own A/A floor
-    (``compare_calls``); tokens/s ratios: ``compare_configs`` runs of ``reproduce_configs(ids)``, one in
+    Kernel ratios (``KERNEL_RATIO_IDS``): GPU time in shuffled rounds against the PyTorch call with its own A/A
+    floor (``compare_calls``), before any profile in this process (refused after one); tokens/s ratios: ``compare_configs`` runs of ``reproduce_configs(ids)``, one in
     ``SIZES.rounds_small`` rounds for the ``SMALL_EFFECTS`` and one in ``SIZES.rounds`` for the rest (``rounds``
     overrides both), or ``comparison`` when the caller already ran one with every configuration (chapter 8
     profiles and prices it too). Returns a DataFrame: id,
@@ -2493,16 +2519,24 @@ def reproduce(model=None, tokenizer=None, ids=None, rounds: int | None = None, c
     """
     import pandas as pd
 
-    cases = _kernel_ratio_cases()
-    known = [*cases, *REPRODUCE_CONFIGS]
+    known = [*KERNEL_RATIO_IDS, *REPRODUCE_CONFIGS]
     ids = list(ids) if ids is not None else known
     unknown = [i for i in ids if i not in known]
     if unknown:
         raise ValueError(f"ids: {unknown} cannot be reproduced; choose from {known}")
+    timed = [i for i in ids if i in KERNEL_RATIO_IDS]
+    if timed and PROFILED_BY:
+        raise RuntimeError(
+            f"reproduce: the kernel ratios {timed} would be timed after torch.profiler ran in this process "
+            f"({', '.join(PROFILED_BY)}). tools/reproduce.py times them before any profile, and so must a re-measure "
+            "set beside it: on the H200, chapter 8's re-measure after its profiled comparison read the per-head "
+            "attention's GPU-time ratio 6-17% above chapter 5's and reproduce's in three runs. Time the kernel ratios "
+            "first (reproduce(ids=KERNEL_RATIO_IDS)), then profile.")
+    cases = _kernel_ratio_cases() if timed else {}
     committed = committed or COMMITTED_DIR / SLUG / "results.csv"
     table = results(committed).set_index("id")
     rows = []
-    for key in [i for i in ids if i in cases]:
+    for key in timed:
         ours, reference = cases[key]
         c = compare_calls({"ours": ours}, reference)
         r, f = c.ratios["ours"], c.floor
@@ -2584,7 +2618,7 @@ def recorded_when(time, since, chapter) -> str:
     if minutes < 0:
         return f"{when}, while this chapter ran"
     whole = f"{minutes:.0f}"
-    ago = (f"{whole} minute{'' if whole == '1' else 's'}" if minutes < 120 else
+    ago = ("less than a minute" if whole == "0" else f"{whole} minute{'' if whole == '1' else 's'}" if minutes < 120 else
            f"{minutes / 60:.1f} hours" if minutes < 2880 else f"{minutes / 1440:.0f} days")
     text = f"{when}, {ago} before this chapter started, in another process"
     if minutes > SAME_RUN_MINUTES:
@@ -2596,7 +2630,8 @@ def recorded_when(time, since, chapter) -> str:
 def beside_baseline(profile: "DecodeProfile") -> str:
     """A chapter's original (wall and GPU-busy ms per decoded token) beside chapter 1's recorded baseline
     (``baseline.wall_ms_per_token``): the same model at the same sizes, measured in another process. Words from
-    ``verdict`` of the quotient; where the wall moved and the GPU-busy time did not, the difference is the host's."""
+    ``verdict`` of the quotient, bounded by chapter 1's quartiles where recorded (as chapter 6 reads it); where the
+    wall moved and the GPU-busy time did not, the difference is the host's."""
     table = results().set_index("id")
 
     def found(i):
@@ -2607,11 +2642,16 @@ def beside_baseline(profile: "DecodeProfile") -> str:
         return ("**The original, beside chapter 1's.** No run has recorded chapter 1's wall ms per decoded token on "
                 "this machine yet (`baseline.wall_ms_per_token`), so there is no other process to set this one "
                 "beside.")
-    w1 = float(wall["value"])
-    v = verdict(profile.wall_ms_per_token / w1)  # above 1: slower here than in chapter 1
-    text = (f"**The original, beside chapter 1's.** Here the original took {profile.wall_ms_per_token:.2f} wall ms per "
-            f"decoded token; chapter 1 recorded {w1:.2f} for the same model at the same sizes "
-            f"(`baseline.wall_ms_per_token`, {recorded_when(wall['time'], STARTED, 1)}): ")
+    w1, low, high = (float(wall[c]) for c in ("value", "low", "high"))
+    here = profile.wall_ms_per_token
+    spread = low == low and high == high and low > 0  # NaN where chapter 1 recorded none; > 0: bounds that divide
+    # above 1: slower here than in chapter 1; chapter 1's quartiles (of its rounds) bound the quotient
+    v = verdict(Ratio(here / w1, here / high, here / low, []) if spread else here / w1)
+    text = (f"**The original, beside chapter 1's.** Here the original took {here:.2f} wall ms per "
+            f"decoded token; chapter 1 recorded {w1:.2f}"
+            + (f" (quartiles of its rounds {Ratio(w1, low, high, []).quartiles})" if spread else "")
+            + f" for the same model at the same sizes (`baseline.wall_ms_per_token`, "
+            f"{recorded_when(wall['time'], STARTED, 1)}): ")
     if not v.real:
         return text + f"within noise ({v.reason})."
     text += f"{v.text} here, though nothing in the model changed. "

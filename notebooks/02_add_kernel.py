@@ -749,42 +749,45 @@ helpers.md(text)
 
 # %% [markdown]
 # The spread the two prices are read against is the widest of the sweep's single host readings of one
-# launch-bound call, the first size included. Check where it comes from: if one size stands far from the
-# rest, the ruling rests on that one reading. The cell below reads each version's spread with and without
-# the first size the loop measured.
+# launch-bound call, every launch-bound size included. Check where it comes from: if one size stands far from
+# the rest, the ruling rests on that one reading. The cell below reads each version's spread with and without
+# its reading farthest from the median of its launch-bound readings.
 
 
 # %%
 def spread_reading() -> str:
     """Where the spread the two prices were ranked against came from: each version's launch-bound host readings
-    with and without the first size the loop measured, and whether leaving that size out changes the ruling."""
-    first_size = min(measured)  # the loop measured the sizes in increasing order
-    first = size_list([first_size])
+    with and without the one farthest from their median, and whether leaving that one out changes the ruling."""
     gap = abs(prices.triton_us - prices.torch_us)
-    parts, spreads = [], []
+    parts, spreads, farthest = [], [], set()
     for v in (OURS, TORCH):
         reads = {size: times_us(size, v)[0] for size in measured if regime(*times_us(size, v)) == "launch-bound"}
         if len(reads) < 2:
             continue
-        rest = [h for size, h in reads.items() if size != first_size]
+        middle = statistics.median(reads.values())
+        far = max(reads, key=lambda size: abs(reads[size] - middle))  # the reading that stands farthest out
+        rest = [h for size, h in reads.items() if size != far]
+        farthest.add(far)
         spreads.append((scatter(list(reads.values())), scatter(rest)))
-        parts.append(f"{WHO[v]} read {span(reads.values())} µs at its {len(reads)} launch-bound sizes, its highest "
-                     f"at {size_list([max(reads, key=reads.get)])}"
-                     + (f" ({first} was not launch-bound)" if first_size not in reads else
-                        f", a single reading without {first}" if len(rest) < 2 else
-                        f", {num(scatter(rest))} µs apart without {first}"))
+        parts.append(f"{WHO[v]} read {span(reads.values())} µs at its {len(reads)} launch-bound sizes, around a "
+                     f"median of {num(middle)} µs; farthest from it at {size_list([far])} ({num(reads[far])} µs)"
+                     + (", a single reading without it" if len(rest) < 2 else
+                        f", {num(scatter(rest))} µs apart without it"))
     if not parts:
         return "No version was launch-bound at two sizes or more, so there was no spread to rank the prices against."
+    # the size left out: one for both versions, or each version's own
+    out = size_list(sorted(farthest)) if len(farthest) == 1 else "each version's farthest reading"
     widest, without = max(w for w, _ in spreads), max(r for _, r in spreads)
     text = (f"Here {'; '.join(parts)}. The widest spread is {num(widest)} µs, "
-            f"{f'{num(without)} µs' if without else 'none'} without {first}; the two empty launches differ by "
+            f"{f'{num(without)} µs' if without else 'none'} without {out}; the two empty launches differ by "
             f"{num(gap)} µs, ")
     if gap > widest:
-        return text + f"more than either, so the ranking does not rest on the readings at {first}."
-    if gap <= without or without == 0.0:  # no spread left without the first size: no ranking either
-        return text + f"no more than the widest spread, and without {first} the two stay unranked too."
+        return text + f"more than either, so the ranking does not rest on the readings at {out}."
+    if gap <= without or without == 0.0:  # no spread left without that reading: no ranking either
+        return text + f"no more than the widest spread, and without {out} the two stay unranked too."
     return text + (f"within {num(widest)} µs but beyond {num(without)} µs: \"neither launch the dearer\" rests on "
-                   f"the readings at {first}, so read it as \"not ranked\", not as \"equal\".")
+                   f"{'the readings at ' + out if len(farthest) == 1 else 'each version' + chr(39) + 's farthest reading'}, so read it as \"not ranked\", not "
+                   "as \"equal\".")
 
 
 helpers.md(spread_reading() if helpers.HAS_GPU else
@@ -819,8 +822,8 @@ else:
     if paired:
         longer = sum(r > 1 for r in paired.values())
         text += (f"Where both calls are launch-bound ({len(paired)} sizes of the sweep below, each its own reading), "
-                 f"ours took the host longer per call at {longer} of them (ratios {num(min(paired.values()))} to "
-                 f"{num(max(paired.values()))}). ")
+                 f"ours took the host longer per call at {'all ' if longer == len(paired) > 1 else ''}{longer} of "
+                 f"them (ratios {num(min(paired.values()))} to {num(max(paired.values()))}). ")
     text += ("A launch-bound `do_bench` number leans towards the host clock on a slow host, and towards the GPU "
              "clock where the kernel is long enough to hide the launch behind it.")
 helpers.md(text)
@@ -1126,7 +1129,9 @@ else:
     slower = [size for size, v in verdicts.items() if v.real and v.ratio > 1]
     faster = [size for size, v in verdicts.items() if v.real and v.ratio < 1]
     text = (f"**GPU time.** Each size's ratio is the median of {calls.rounds} shuffled rounds, judged by {rule}. "
-            f"At {len(noise_sizes)} of the {len(sweep)} sizes the two kernels are within noise of each other on the "
+            + (f"At all {len(sweep)} sizes" if len(noise_sizes) == len(sweep) else
+               f"At {len(noise_sizes)} of the {len(sweep)} sizes")
+            + " the two kernels are within noise of each other on the "
             "GPU clock" + (f": {held_back(verdicts)}" if noise_sizes else "")
             + (f"; ours is slower at {size_list(slower)}" if slower else "")
             + (f"; ours is faster at {size_list(faster)}" if faster else "")

@@ -548,6 +548,17 @@ for rows, r, v in ((R, ratio, two_pass_main), (R1, decode_ratio, two_pass_decode
 
 
 # %%
+ROWS = sorted(set(SIZES.rmsnorm_sweep_rows) | {R, R1})  # the row counts of the sweep below
+
+
+def host_scatter_us(version) -> float:
+    """How far single host readings of one ``version`` call moved across the sweep's row counts (below; measured on
+    first use), highest minus lowest in µs, where its GPU time stayed below its host time: this chapter's measure of
+    the host's variation between single readings (0 with fewer than two)."""
+    reads = [1e3 * host_ms(version, rows) for rows in ROWS if ms(version, rows) < host_ms(version, rows)]
+    return max(reads) - min(reads) if len(reads) > 1 else 0.0
+
+
 def blog_direction_reading() -> str:
     """The blog's two-pass / PyTorch ratio (a T4, `do_bench`) beside ours at [R, H]: the same direction or the
     opposite one, on the GPU clock and (one reading each) on the host clock, and what may explain it."""
@@ -566,11 +577,24 @@ def blog_direction_reading() -> str:
                        f"({two_pass_main.reason}). ")
     host_ratio = host_ms("two_pass", R) / host_ms("torch", R)  # one reading each: a direction only beyond 5%
     host_same = direction(helpers.verdict(host_ratio)) == ours
+    readings = f"{num(1e3 * host_ms('two_pass', R))} against {num(1e3 * host_ms('torch', R))} µs per call"
+    # a single host reading points a direction only where the two differ by more than single readings of one call
+    # scatter across the sweep; within that scatter it only leans
+    gap_us = 1e3 * abs(host_ms("two_pass", R) - host_ms("torch", R))
+    scatter_us = max(host_scatter_us(v) for v in ("two_pass", "torch")) if host_same else 0.0
+    both = host_same and 0.0 < scatter_us < gap_us
     text += (f"Here it came out **{two_pass_main.text}** on the {CLOCK} clock"
-             + (f", and one host reading of each points the same way ({num(1e3 * host_ms('two_pass', R))} against "
-                f"{num(1e3 * host_ms('torch', R))} µs per call)" if host_same else "")
+             + (f", and one host reading of each points the same way ({readings}, {num(gap_us)} µs apart, more than "
+                f"single host readings of one call scatter across the sweep below, up to {num(scatter_us)} µs)"
+                if both else "")
              + ": **the opposite direction**"
-             + (", on both clocks, so the clocks alone do not explain it. " if host_same else ". "))
+             + (", on both clocks, so the clocks alone do not explain it. " if both else ". ")
+             + ("" if both or not host_same else
+                f"One host reading of each leans the same way ({readings}), but their {num(gap_us)} µs difference "
+                f"lies within how far single host readings of one call scatter across the sweep below (up to "
+                f"{num(scatter_us)} µs), so the host clock adds no direction of its own. " if scatter_us > 0 else
+                f"One host reading of each leans the same way ({readings}); the sweep below has no spread of single "
+                "host readings to set that against, so the host clock adds no direction of its own. "))
     text += (f"The likely reason is the reference. Ours is transformers' eager `Qwen3RMSNorm`, a chain of "
              f"{helpers.fmt(torch_launches, 0)} kernels passing fp32 intermediates through memory; the blog does not "
              "name the PyTorch RMSNorm it timed, and its finding that its own *fused* kernel was only a little "
@@ -609,7 +633,6 @@ helpers.md(
 # shapes of the tables above are points of the sweep, not measured again.
 
 # %%
-ROWS = sorted(set(SIZES.rmsnorm_sweep_rows) | {R, R1})
 VS_TORCH, VS_FUSED = f"two_pass_vs_torch ({CLOCK})", f"two_pass_vs_fused ({CLOCK})"
 
 
@@ -1090,9 +1113,9 @@ if before.launches_per_token is not None:
     print(f"predicted wall ms per decoded token with the swap: {before.wall_ms_per_token:.2f} (the original, "
           f"measured) - {removed:,.0f} x {budget.torch_us:.1f} µs + {after.project_launches_per_token:,.0f} x "
           f"{budget.ours_us:.1f} µs {'-' if busy_change < 0 else '+'} {abs(busy_change):.2f} GPU-busy ms = "
-          f"{predicted_ms:.2f} ms, a time ratio of {predicted_ratio:.3f} to the original")
+          f"{predicted_ms:.2f} wall ms, a time ratio of {predicted_ratio:.3f} to the original")
     if CH2:
-        print(f"the check's prediction, with the prices read here: {check_ms:.2f} ms "
+        print(f"the check's prediction, with the prices read here: {check_ms:.2f} wall ms per decoded token "
               f"(ratio {check_ms / before.wall_ms_per_token:.3f})")
 else:
     budget = check = predicted_ms = check_ms = predicted_ratio = None
@@ -1126,8 +1149,18 @@ helpers.record("rmsnorm.tps_custom", comparison.tokens_per_s[SWAP], "tokens/s",
 helpers.record("rmsnorm.launches_per_token_custom", after.launches, "launches",
                helpers.launch_note() + ", RMSNorms two-pass")
 
+def beside_bar(median, v) -> str:
+    """A median ratio to 3 decimals, more (up to 6) where it would print as its verdict's threshold
+    (``helpers.places_apart``): 1.0498 beside a 5% bar must not read 1.050."""
+    return f"{median:.{helpers.places_apart(median, v.bars, places=3, most=6)}f}"
+
+
 print(f"RMSNorm modules replaced: {counts['rmsnorm']} (of {n_norms})")
-helpers.show(comparison.table().round(3))
+table = comparison.table()
+RATIO_COL = "time ratio to original (median)"
+table[RATIO_COL] = [helpers.table_number(m) if name == helpers.ORIGINAL else beside_bar(m, comparison.verdict(name))
+                    for name, m in zip(table["configuration"], table[RATIO_COL])]
+helpers.show(table)
 helpers.show(pd.DataFrame([
     {"model": label, "kernels per token": count(p.launches_per_token),
      "Triton launches per token": count(p.project_launches_per_token),
@@ -1168,7 +1201,7 @@ text = (
     f"Over {len(comparison.orders)} shuffled rounds the original generated at a median **"
     f"{comparison.tokens_per_s[helpers.ORIGINAL]:.2f} tokens/s** and the model with {counts['rmsnorm']} two-pass "
     f"RMSNorms at **{comparison.tokens_per_s[SWAP]:.2f}**. Round by round, the swapped model's time over the "
-    f"original's had a median of {swap.median:.3f} (middle half of the rounds {swap.quartiles}); "
+    f"original's had a median of {beside_bar(swap.median, swap_verdict)} (middle half of the rounds {swap.quartiles}); "
     f"the original against itself, {floor.median:.3f} ({floor.quartiles}). "
     f"Verdict: **{swap_verdict.text}**. "
 )
@@ -1179,8 +1212,8 @@ else:
     text += (f"This run cannot tell the two models' tokens/s apart ({swap_verdict.reason}), so there is no "
              "difference in tokens/s here to explain. ")
 text += (f"Per decoded token (prefill excluded, the same rounds), the wall time went from "
-         f"{before.wall_ms_per_token:.2f} to {after.wall_ms_per_token:.2f} ms, a per-round ratio of "
-         f"{per_token.median:.3f} ({per_token.quartiles}): **{per_token_verdict.text}**"
+         f"{before.wall_ms_per_token:.2f} to {after.wall_ms_per_token:.2f} wall ms, a per-round ratio of "
+         f"{beside_bar(per_token.median, per_token_verdict)} ({per_token.quartiles}): **{per_token_verdict.text}**"
          + ("" if per_token_verdict.real else f" ({per_token_verdict.reason})") + ". ")
 if before.launches_per_token is not None:
     delta = after.launches_per_token - before.launches_per_token
@@ -1202,12 +1235,13 @@ if before.launches_per_token is not None:
              "`helpers.PREDICTION_BAR`, that chapter 8 holds the model to) and on the effect (the change it predicted "
              "against the change measured, each by the series' rule), the prediction was "
              f"**{judged(error, predicted_verdict, per_token_verdict)}**. ")
-    text += (f"The predicted change, {predicted_ms - before.wall_ms_per_token:+.2f} ms, adds up as {removed:,.0f} "
-             f"PyTorch launches fewer ({-removed * budget.torch_us / 1e3:+.2f} ms), "
+    text += (f"The predicted change, {predicted_ms - before.wall_ms_per_token:+.2f} wall ms per decoded token, adds "
+             f"up as {removed:,.0f} PyTorch launches fewer ({-removed * budget.torch_us / 1e3:+.2f} ms of host time), "
              f"{after.project_launches_per_token:,.0f} launches of ours "
-             f"({after.project_launches_per_token * budget.ours_us / 1e3:+.2f} ms) and "
-             f"{after.gpu_busy_ms_per_token - before.gpu_busy_ms_per_token:+.2f} ms of GPU-busy time; the measured "
-             f"change was {after.wall_ms_per_token - before.wall_ms_per_token:+.2f} ms ({per_token_verdict.text}). ")
+             f"({after.project_launches_per_token * budget.ours_us / 1e3:+.2f} ms of host time) and "
+             f"{after.gpu_busy_ms_per_token - before.gpu_busy_ms_per_token:+.2f} GPU-busy ms; the measured "
+             f"change was {after.wall_ms_per_token - before.wall_ms_per_token:+.2f} wall ms per decoded token "
+             f"({per_token_verdict.text}). ")
     if not per_token_verdict.real and predicted_verdict.real:
         inside = per_token.low <= predicted_ratio <= per_token.high
         text += (f"The model expected {predicted_ratio:.3f} of the original's time; the rounds found no change they "
@@ -1222,7 +1256,7 @@ if before.launches_per_token is not None:
                  f"({check.torch_us:.1f} µs per PyTorch launch, an average over the rounds, "
                  f"{check.torch_us / budget.torch_us:.2f}x chapter 2's; {check.ours_us:.1f} µs per launch of ours, "
                  f"one host reading of a two-pass call, {check.ours_us / budget.ours_us:.2f}x chapter 2's), the "
-                 f"prediction would be {check_ms:.2f} ms: "
+                 f"prediction would be {check_ms:.2f} wall ms per decoded token: "
                  f"{judged(check_error, check_verdict, per_token_verdict)}. "
                  + ("The check's prices include the Python around each launch (the framework's, our launcher's); an "
                     "empty launch's do not. " if abs(check_error) <= bar < abs(error) else "")
@@ -1287,7 +1321,7 @@ def takeaway() -> str:
     """The measured half of the takeaway, from the comparisons above (their verdicts, not their medians alone)."""
     split_v = two_pass_to_fused(R)[1]
     split = (f"- Un-fused, our RMSNorm came out {against(split_v, 'our fused kernel')} at [{R}, {H}] ({CLOCK} "
-             f"time); across the sweep the two-pass / fused ratio {trend_fused.text}.")
+             f"time); across the sweep the two-pass / fused ratio {rows_trend(trend_fused)}.")
     if helpers.HAS_GPU:
         split += (f" Against the predictions: about 2x at {n_rows(few['rows'])}, measured "
                   f"{measured_x(few[VS_FUSED], 2.0)}x ({prediction_word(few[VS_FUSED], 2.0)}); about 1.5x at "
@@ -1311,7 +1345,8 @@ def takeaway() -> str:
         lines.append(f"- At one row, one call cost the host {min(times):.0f}x to {max(times):.0f}x its GPU time "
                      "across the three versions (single host readings).")
     model_line = (f"- Swapped into the model, the {counts['rmsnorm']} two-pass RMSNorms gave a median wall time per "
-                  f"generation of {swap.median_text}x the original's (shuffled rounds): **{swap_verdict.text}**")
+                  f"generation of {beside_bar(swap.median, swap_verdict)}x the original's (shuffled rounds): "
+                  f"**{swap_verdict.text}**")
     if predicted_ms is not None:
         error = predicted_ms / after.wall_ms_per_token - 1
         model_line += (f"; the launch-budget prediction of the wall time per token, with "

@@ -352,8 +352,8 @@ print(helpers.ptx_excerpt("matmul_kernel", DEFAULT, H_CC, r"mma", max_lines=6))
 # inputs, and a weight of a few megabytes fits in the GPU's L2 cache (the on-chip cache in front of the
 # GPU's memory: 4 MB on a T4, tens of MB on an H200; chapter 2 measured it), so from the second replay on it is read from L2, not
 # from memory. Where the bytes fit in L2, the GB/s are cache rates and can exceed the memory's nominal
-# bandwidth; only the shapes larger than L2 measure the memory itself. In the model, the weights of 28
-# layers (1.2 GB) do not fit: each token reads them from memory.
+# bandwidth; only the shapes larger than L2 measure the memory itself. The model's weights (about 1.2 GB:
+# the 28 layers plus the embedding that lm_head reads) do not fit: each token reads them from memory.
 
 # %%
 CLOCK = helpers.CLOCK_LABELS["gpu" if helpers.HAS_GPU else "interpreter"]  # the clock of every kernel ratio
@@ -780,7 +780,9 @@ helpers.md(text)
 # FMA cores' (the roof of a `tl.dot` compiled to `fma`, as for a T4).
 #
 # For $M = 1$ the intensity is $2NK / 2(K + NK + N)$, just under one flop per byte, whatever $N$ and $K$:
-# each weight is read once and used once. Both GPUs' ridge points are in the hundreds.
+# each weight is read once and used once. On the tensor cores the T4's and the H200's ridge points are in the
+# hundreds of flops per byte; on the FMA cores they are far lower, tens of flops per byte, yet still well right
+# of one.
 #
 # Two things to know before reading the figure below. Nearby labels are moved down a line at a time until they
 # no longer overlap, so a decode-shape label can sit beside another tile's dot or below every dot: take each
@@ -1305,8 +1307,8 @@ def beside_chapter3(last, last_v) -> str:
             f"round: {last.median_text}, quartiles {last.quartiles}; {change_ms:+.2f} wall ms per decoded token). ")
     if said == direction(last_v):
         return text + "The two point the same way. "
-    reasons = ("The host's state differs between the two processes (the paragraph below sets this chapter's "
-               "original beside chapter 1's); and the RMSNorm swap need not cost the same beside our projections as "
+    reasons = ("The host's state can differ between the two processes (the paragraph below sets this chapter's "
+               "original beside chapter 1's and says whether it moved); and the RMSNorm swap need not cost the same beside our projections as "
                "beside PyTorch's, since what a launch removed or added costs the host depends on what runs around it. ")
     if r3["low"] == r3["low"] and r.low <= last.high and last.low <= r.high:  # the two middle halves overlap
         inside = [f"chapter 3's contain this step's median, {last.median_text}"] if r.low <= last.median <= r.high else []
@@ -1351,7 +1353,7 @@ text = (
     f"Over {len(comparison.orders)} shuffled rounds the original against itself gave a time ratio of "
     f"{floor.median_text} ({floor.quartiles}): the run's noise floor"
     + (f". The floor itself stood out of the series' {100 * helpers.MIN_EFFECT:.0f}% minimum: two identical models "
-       f"differed by {100 * abs(floor.median - 1):.0f}%, so the host was noisy in these rounds, and a step must "
+       f"differed by {100 * abs(floor.median - 1):.1f}%, so the host was noisy in these rounds, and a step must "
        f"now differ from 1 by more than {100 * helpers.noise_threshold(floor):.0f}% to count. "
        if floor_v.real else ". ")
     + "Round by round against the "
@@ -1559,21 +1561,50 @@ def launch(ops, **change):
     return lambda: kernels.matmul(x, w_.t(), **{**BASE, **change})
 
 
-def in_the_sweep(**change) -> str:
+def in_the_sweep(ratio, floor, **change) -> str:
     """The decode-shape sweep's reading of the tile closest to the exercise's (the default tile with ``change``):
-    the same tile where the sweep has it, else the one that differs from it in warps alone, labelled as such."""
+    the same tile where the sweep has it, else the one that differs from it in warps alone, labelled as such.
+    For the very tile, the exercise's ``ratio`` (against the default, with its A/A ``floor``) is set beside the
+    sweep's, held to the noise threshold of the noisier of the two floors."""
     want = {**BASE, **change}
     sizes = ("block_m", "block_n", "block_k")
     near = [t for t in kernels.TILE_CONFIGS.values() if all(getattr(t, k) == want[k] for k in sizes)]
     if not near:
         return "The sweep above has no tile of these sizes to set beside this exercise."
     t = near[0]
-    row = tile_row(t)
+    row, vs = tile_row(t), per_round(t.name, DEFAULT)
     same = t.num_warps == want["num_warps"] and t.num_stages == want["num_stages"]
-    return (f"The sweep above timed {t.name} with {t.num_warps} warps"
-            + (" (the exercise's very tile)" if same else f", where this exercise keeps {want['num_warps']}")
-            + f": {row['vs default tile']:.2f} of the default tile's time, round by round, "
-            f"{row['vs default: verdict']}, in its own rounds ({CLOCK}).")
+    # the two sets' medians and quartiles to one number of digits, enough that each set's quartiles differ and
+    # the two medians print apart (as beside_recorded does in chapter 6)
+    text = lambda v, d: f"{v:#.{d}g}".rstrip(".")  # noqa: E731
+    digits = 3
+    while digits < 6 and (any(r.low != r.high and text(r.low, digits) == text(r.high, digits) for r in (ratio, vs))
+                          or (ratio.median != vs.median and text(ratio.median, digits) == text(vs.median, digits))):
+        digits += 1
+    reading = (f"The sweep above timed {t.name} with {t.num_warps} warps"
+               + (" (the exercise's very tile)" if same else f", where this exercise keeps {want['num_warps']}")
+               + (f": {text(vs.median, digits)} of the default tile's time, round by round (quartiles "
+                  f"{text(vs.low, digits)}-{text(vs.high, digits)})" if same else
+                  f": {row['vs default tile']:.2f} of the default tile's time, round by round")
+               + f", {row['vs default: verdict']}, in its own rounds ({CLOCK}).")
+    if not same:
+        return reading
+    # two sets of rounds of the same pair of calls: held against the noisier of their two A/A floors
+    noisier = max((floor, floor_decode), key=lambda f: abs(f.median - 1))
+    apart = helpers.verdict(ratio.median / vs.median, noisier)
+    off = ratio.median / vs.median - 1
+    overlap = ratio.low <= vs.high and vs.low <= ratio.high
+    return reading + (
+        f" This exercise's {text(ratio.median, digits)} (quartiles {text(ratio.low, digits)}-"
+        f"{text(ratio.high, digits)}) is {100 * abs(off):.1f}% {'above' if off > 0 else 'below'} it, "
+        + (apart.text.replace("within noise", "within noise of it") if not apart.real else
+           f"{apart.text} than it by the series' rule")
+        + f" (noise threshold {100 * apart.noise:.0f}%, held against the "
+        "noisier of the two sets' A/A floors; the sweep's rounds ran before this chapter's profile, the "
+        "exercise's after it)"
+        + (", and the two sets' quartiles overlap" if overlap else ", though the two sets' quartiles do not overlap")
+        + ": the quartiles show the spread within one set of rounds, not how far the same ratio moves between two "
+          "sets of rounds.")
 
 
 # %% [markdown]
@@ -1593,7 +1624,7 @@ answer = None  # your guess: "faster", "slower" or "same"
 cmp = helpers.compare_calls({"BLOCK_M 16": launch(decode_ops, block_m=16)}, reference=launch(decode_ops))
 measured = helpers.check_answer(answer, cmp.ratios["BLOCK_M 16"], cmp.floor,
                      change=f"BLOCK_M 64 -> 16 at the decode shape {decode_shape}", clock=cmp.clock)
-print(in_the_sweep(block_m=16))
+print(in_the_sweep(cmp.ratios["BLOCK_M 16"], cmp.floor, block_m=16))
 
 # %% [markdown]
 # **2. A wider tile, half the programs.** At the decode shape, double `BLOCK_N` from 64 to 128: each
@@ -1610,7 +1641,7 @@ answer = None  # your guess: "faster", "slower" or "same"
 cmp = helpers.compare_calls({"BLOCK_N 128": launch(decode_ops, block_n=128)}, reference=launch(decode_ops))
 measured = helpers.check_answer(answer, cmp.ratios["BLOCK_N 128"], cmp.floor,
                      change=f"BLOCK_N 64 -> 128 at the decode shape {decode_shape}", clock=cmp.clock)
-print(in_the_sweep(block_n=128))
+print(in_the_sweep(cmp.ratios["BLOCK_N 128"], cmp.floor, block_n=128))
 
 # %% [markdown]
 # **3. No pipelining.** At the model shape, set `num_stages` from 2 to 1: the K loop no longer copies the

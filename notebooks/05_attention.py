@@ -42,8 +42,11 @@
 #
 # **Grouped-query attention (GQA).** Qwen3-0.6B has 16 query heads but only 8 key/value heads, each of
 # head dimension 128. Query heads $0, 1$ both read KV head 0, heads $2, 3$ read KV head 1, and so on:
-# query head $h$ uses KV head $h \,/\!/\, 2$. That halves the KV cache (and the bytes read per step)
-# while keeping 16 different attention patterns, one per query head. The blog's benchmark shape has 16 KV heads of dimension 64 (no sharing).
+# query head $h$ uses KV head $h \,/\!/\, 2$. Against 16 KV heads of the same head dimension, that halves
+# the KV cache (and the bytes read per step) while keeping 16 different attention patterns, one per query
+# head. The blog's benchmark shape has 16 KV heads of dimension 64 (no sharing): twice the heads at half the
+# head dimension, so on a GPU it reads exactly as many bytes per step as Qwen3's shape (the table below; CPU
+# mode shrinks both shapes to one head dimension, so there the blog's shape reads twice as many).
 #
 # **Count the bytes.** At decode time each KV head's keys and values are read once: $2 \cdot T \cdot D$
 # numbers. The arithmetic is $4 \cdot T \cdot D$ floating-point operations per query head: two to four
@@ -104,8 +107,8 @@ for name, s in SHAPES.items():
 helpers.show(pd.DataFrame(rows))
 
 # %% [markdown]
-# The last two columns are the time the bytes take at full memory speed: microseconds. Keep that
-# scale in mind when the timings come in.
+# The last two columns are the time the bytes take at each GPU's full (nominal) memory speed: a few
+# microseconds or less. Keep that scale in mind when the timings come in.
 
 # %% [markdown]
 # ## Three versions of the same computation
@@ -446,6 +449,7 @@ helpers.show(timing.drop(columns=["vs SDPA (median)", "quartiles", "verdict"])
 
 NAMES = {"sdpa": "SDPA", "torch_ops": "PyTorch ops", "slow": "per-head loop"}
 OWNER = {"sdpa": "SDPA's", "torch_ops": "the PyTorch ops'", "slow": "the per-head loop's"}  # inside a sentence
+THE = {"sdpa": "SDPA", "torch_ops": "the PyTorch ops", "slow": "the per-head loop"}  # inside a sentence
 fig, axes = plt.subplots(1, len(SHAPES), figsize=(11, 4.5), sharey=True)
 for ax, (shape_name, s) in zip(axes, SHAPES.items()):
     sub = timing[timing["shape"] == shape_name]
@@ -594,15 +598,38 @@ def read_launch_prices():
         fewer_cost_more = [v for v in VERSIONS if len({times[s, v].launches for s in SHAPES}) > 1
                            and (times["blog", v].launches - times["qwen", v].launches)
                            * (host("blog", v) - host("qwen", v)) < 0]
-        text += (f"That is wider than the series' {100 * helpers.PREDICTION_BAR:.0f}% bar, but much of it lies within "
+        # a version sets itself apart from another only if its lowest price is further above the other's highest
+        # than one version's own two readings lie apart
+        dearer = {a: [b for b in VERSIONS if b != a and min(by_version[a]) / max(by_version[b]) > within[widest]]
+                  for a in VERSIONS}
+        apart = {a: bs for a, bs in dearer.items() if bs}
+        tied = [(a, b) for i, a in enumerate(VERSIONS) for b in list(VERSIONS)[i + 1:]
+                if b not in dearer[a] and a not in dearer[b]]
+        text += (f"That is wider than the series' {100 * helpers.PREDICTION_BAR:.0f}% bar, but "
+                 + ("part" if apart else "much") + " of it lies within "
                  f"one version: {OWNER[widest]} price differs by a factor of {within[widest]:.2f} between the two "
                  "shapes"
                  + (", for the same single launch" if all(times[s, widest].launches == 1 for s in SHAPES) else "")
                  + ". "
-                 + "".join(more_launches_less_time(v) for v in fewer_cost_more)
-                 + "Single host readings scatter this much, so these six prices cannot say whether the versions "
-                   "pay different prices per launch; a per-launch price needs repeated readings, as chapter 2 "
-                   "took for its empty launches. ")
+                 + "".join(more_launches_less_time(v) for v in fewer_cost_more))
+        if apart:
+            text += ("Single host readings scatter this much, but the gap between versions is wider: "
+                     + "; ".join(f"{OWNER[a]} lowest price ({min(by_version[a]):.1f} µs) is "
+                                 f"{min(by_version[a]) / max(max(by_version[b]) for b in bs):.2f} times the highest "
+                                 f"price of {' and '.join(THE[b] for b in bs)} ({max(max(by_version[b]) for b in bs):.1f} µs)"
+                                 for a, bs in apart.items())
+                     + ", so " + "; ".join(f"{THE[a]} paid more per launch than {' and '.join(THE[b] for b in bs)}"
+                                           for a, bs in apart.items())
+                     + (". " if not tied else
+                        f", while {'; '.join(f'{THE[a]} and {THE[b]}' for a, b in tied)} lie within that "
+                        "scatter of each other, and these readings cannot say whether "
+                        + ("they pay" if len(tied) == 1 else "those pairs pay")
+                        + " different prices per launch; that needs repeated readings, as chapter 2 took for its "
+                          "empty launches. "))
+        else:
+            text += ("Single host readings scatter this much, so these six prices cannot say whether the versions "
+                     "pay different prices per launch; a per-launch price needs repeated readings, as chapter 2 "
+                     "took for its empty launches. ")
     else:
         text += (f"That is wider than the series' {100 * helpers.PREDICTION_BAR:.0f}% bar, while each version's two "
                  f"shapes agree within it (at most a factor of {within[widest]:.2f}): the versions did not pay one "

@@ -887,7 +887,8 @@ else:
 # - All RMSNorms, all projections and all attention modules can run on our own kernels, and the model
 #   still computes the same function to within rounding.
 # - Measure a slowdown as the median of interleaved rounds, next to the original measured against itself:
-#   a single pair of runs can move by tens of percent, and the A/A floor says how much of a ratio is noise.
+#   a single pair of runs can move by several percent, and on a busy host by tens of percent; the A/A floor
+#   says how much of a ratio is noise.
 #   Absolute times can move between processes too (set chapter 1's original beside this chapter's, above:
 #   your run says whether they did), so compare configurations within one run's rounds.
 # - To explain a slowdown, put launches, GPU-busy time and wall time per token side by side: extra

@@ -133,6 +133,15 @@ def tokens_per_s(comparison, name):
     return helpers.Ratio(comparison.tokens_per_s[name], r.low, r.high, r.values)
 
 
+def floor_text(floor):
+    """A floor's median as ``Ratio.median_text`` writes it, but to 4 significant digits at least, as results.csv's
+    tables show a recorded floor (1.005, not 1.01): the same floor reads alike in every cell and chapter."""
+    text = floor.median_text
+    if len(re.sub(r"\D", "", text).lstrip("0")) >= 4:
+        return text
+    return f"{floor.median:#.4g}".rstrip(".")
+
+
 lengths = list(SIZES.context_prompts)
 floors = {L: runs[L].floor for L in lengths}  # A/A floor of the whole generations
 pre_floors = {L: prefill_ratio(runs[L], helpers.ORIGINAL_AGAIN) for L in lengths}  # A/A floor of the prefills
@@ -153,11 +162,11 @@ for L in lengths:
 table = pd.DataFrame(rows)
 print(f"{N} new tokens per generation, median of {SIZES.rounds_sweep} shuffled rounds per prompt length; "
       "prefill wall ms: wall time of the one-token generation that follows each generation in the same round")
-shown = table.copy()  # every median at its quartiles' digits (Ratio.median_text)
+shown = table.copy()  # every median at its quartiles' digits (Ratio.median_text), a floor at 4 at least (floor_text)
 for column, ratios_ in (("time ratio (x slower)", {L: runs[L].ratios[CUSTOM] for L in lengths}),
                         ("A/A floor", floors), ("prefill ratio (x slower)", pre_ratios),
                         ("prefill A/A floor", pre_floors)):
-    shown[column] = [ratios_[L].median_text for L in lengths]
+    shown[column] = [floor_text(ratios_[L]) if "floor" in column else ratios_[L].median_text for L in lengths]
 helpers.show(shown)
 helpers.save_sweep(table, "context_sweep")
 
@@ -191,7 +200,7 @@ def read_floors(runs, lengths, pre_floors):
             + (f", fewer than the {SIZES.rounds} of a single comparison elsewhere in the series: the series' time "
                f"budget does not allow more for {len(lengths)} lengths. " if rounds < SIZES.rounds else ". ")
             + "The original against itself came out at "
-            + ", ".join(f"{L}: {floors[L].median_text} ({floors[L].quartiles})" for L in lengths)
+            + ", ".join(f"{L}: {floor_text(floors[L])} ({floors[L].quartiles})" for L in lengths)
             + ". ")
     out = [L for L in lengths if stood[L].real]
     held = [L for L in lengths if not stood[L].real]
@@ -212,7 +221,7 @@ def read_floors(runs, lengths, pre_floors):
              "here) to count: the trend reading below judges it against the noisier end's floor.")
     pre_stood = {L: helpers.verdict(pre_floors[L]) for L in lengths}
     text += ("\n\nThe prefill has its own A/A floors (the original's one-token generations against its own, round "
-             "by round): " + "; ".join(f"{L}: {pre_floors[L].median_text} ({pre_floors[L].quartiles}), "
+             "by round): " + "; ".join(f"{L}: {floor_text(pre_floors[L])} ({pre_floors[L].quartiles}), "
                                        f"{pre_stood[L].text}" for L in lengths) + ". ")
     pre_out = [L for L in lengths if pre_stood[L].real]
     if not pre_out:
@@ -247,7 +256,7 @@ def threshold_against_spread(floors, noise):
             f"smaller than at {len(larger)} of the other {len(floors) - 1} lengths")
     return (f"A threshold follows its floor's median, not its spread: at {widest} tokens the floor's quartiles "
             f"({floors[widest].quartiles}) are the widest of the sweep, yet its threshold ({100 * noise[widest]:.0f}%) "
-            f"is {rank}, because its median ({floors[widest].median_text}) sits closer to 1 than theirs; the verdicts "
+            f"is {rank}, because its median ({floor_text(floors[widest])}) sits closer to 1 than theirs; the verdicts "
             "there are held to less than that floor's spread. ")
 
 
@@ -324,7 +333,7 @@ ratio_trend = trends["time ratio, all custom / original"]
 gen_o, gen_c = trends["generation wall ms, original"], trends["generation wall ms, all custom"]
 pre_o, pre_c = trends["prefill wall ms, original"], trends["prefill wall ms, all custom"]
 pre_trend = trends["prefill ratio, all custom / original"]
-floor_words = lambda fl: ", ".join(f"{L}: {fl[L].median_text} ({fl[L].quartiles})" for L in lengths)
+floor_words = lambda fl: ", ".join(f"{L}: {floor_text(fl[L])} ({fl[L].quartiles})" for L in lengths)
 
 
 def two_statistics():
@@ -356,7 +365,9 @@ helpers.md(
     + (f"\n\n**Per decoded token** (the rest of the generation): the original's "
        f"{trends['wall ms per decoded token, original'].text}; the custom model's "
        f"{trends['wall ms per decoded token, all custom'].text}. The custom model over the original, per decoded "
-       f"token, against each run's decode A/A floor: {', '.join(f'{L}: {v.text}' for L, v in dec_verdicts.items())}. "
+       f"token, against each run's decode A/A floor: {', '.join(f'{L}: {v.text}' for L, v in dec_verdicts.items())} "
+       "(decode A/A floors, the original's wall ms per decoded token against its own, median and quartiles: "
+       f"{floor_words(dec_floors)}). "
        + two_statistics() if decodable else
        "\n\n**Per decoded token**: the decode steps were too short to isolate from timing noise in this run (a "
        "median at or below zero), so there is no reading of them.")
@@ -396,7 +407,8 @@ def read_drift(series, trends, lengths):
     if pre.word != "grew" and any(q != "prefill wall ms, original" and "original" in q for q in moved):
         text += ("The original's prefill, which does far more context work per pass than a decode step (every "
                  f"prompt token against every earlier one), {pre.text}: a context effect would show there first, "
-                 "so this pattern points to drift rather than context. ")
+                 "so this pattern hints at drift rather than context (a hint only: see the step-by-step check "
+                 "below). ")
     text += "Read the absolute times as moving along the sweep, and the ratios as the finding about context."
     return text
 

@@ -957,6 +957,21 @@ def test_beside_baseline_says_when_chapter_1_recorded_and_whose_the_difference_i
     helpers.record("baseline.wall_ms_per_token", 30.3, "ms")  # the same pace: no direction, no host story
     text = helpers.beside_baseline(profile)
     assert text.endswith(").") and "within noise" in text and "host's" not in text
+    # 20% apart, but chapter 1's own rounds reach from 22 to 34 ms: no direction beyond its spread
+    helpers.record("baseline.wall_ms_per_token", 25.0, "ms", spread=helpers.Ratio(25.0, 22.0, 34.0, []))
+    text = helpers.beside_baseline(profile)
+    assert "quartiles of its rounds 22-34" in text and "within noise" in text and "both sides of 1" in text
+    helpers.record("baseline.wall_ms_per_token", 25.0, "ms", spread=helpers.Ratio(25.0, 24.0, 26.0, []))
+    assert "1.20x slower here" in helpers.beside_baseline(profile)
+
+
+def test_recorded_when_says_less_than_a_minute():
+    import pandas as pd
+
+    since = pd.Timestamp("2026-12-02 04:00:30", tz="UTC")
+    assert "less than a minute before" in helpers.recorded_when("2026-12-02T04:00:00+00:00", since, 1)
+    assert "1 minute before" in helpers.recorded_when("2026-12-02T03:59:30+00:00", since, 1)
+    assert "10 minutes before" in helpers.recorded_when("2026-12-02T03:50:30+00:00", since, 1)
 
 
 # --- Reproduce ----------------------------------------------------------------------------------
@@ -972,6 +987,18 @@ def test_reproduce_sets_a_kernel_ratio_beside_the_committed_one(tmp_path):
     assert row["clock"] == helpers.CLOCK_LABELS["gpu" if helpers.HAS_GPU else "interpreter"]
     with pytest.raises(ValueError, match="cannot be reproduced"):
         helpers.reproduce(ids=["add.made_up"])
+
+
+def test_reproduce_times_kernel_ratios_only_before_a_profile(tmp_path, monkeypatch):
+    import pandas as pd
+
+    catalogue = set(helpers.catalogue()["id"])
+    assert all(set(key.split("/")) <= catalogue for key in helpers.KERNEL_RATIO_IDS)
+    committed = tmp_path / "results.csv"
+    pd.DataFrame([{"id": "add.ratio", "value": 1.0, "unit": "x slower"}]).to_csv(committed, index=False)
+    monkeypatch.setattr(helpers, "PROFILED_BY", ["step_timeline"])
+    with pytest.raises(RuntimeError, match="step_timeline"):
+        helpers.reproduce(ids=["add.ratio"], committed=committed)
 
 
 def test_reproduce_reads_a_comparison_the_caller_already_ran(tiny, tmp_path, monkeypatch):
@@ -1028,6 +1055,14 @@ def test_progress_bars_hide_when_asked(monkeypatch):
     assert not bar.disable and list(bar) == [0, 1, 2]
 
 
+def test_a_ratio_below_zero_is_noise_and_prints_its_quartiles_apart():
+    v = helpers.verdict(helpers.Ratio(-0.03, -0.2, 0.1, []))
+    assert not v.real and v.text == "within noise" and "not a positive time ratio" in v.reason
+    assert not v.near_threshold
+    assert helpers.Ratio(-0.8, -1.18, -0.431, []).quartiles == "-1.180 to -0.431"
+    assert helpers.Ratio(0.9, 0.85, 0.95, []).quartiles == "0.85-0.95"
+
+
 def test_a_trend_ignores_steps_inside_the_noise():
     R = helpers.Ratio.of
     points = {128: R([1.0, 0.98, 1.02]), 256: R([1.5, 1.48, 1.52]), 512: R([1.49, 1.47, 1.51]), 1024: R([2.0, 1.98, 2.02])}
@@ -1039,6 +1074,11 @@ def test_a_trend_ignores_steps_inside_the_noise():
     points[512] = R([1.2, 1.18, 1.22])  # a real step down: no consistent trend
     assert "not one way" in helpers.read_trend(points).text
     assert "with the rows" in helpers.read_trend({1: R([1.0]), 2: R([2.0])}, along="the rows").text
+    # each step back inside the 5% threshold, but together 5.3% behind the peak: not one way (chapter 3's H200 run)
+    rows = {1: R([1.64]), 256: R([1.80]), 512: R([1.76]), 1024: R([1.705]), 4096: R([1.80])}
+    assert "not one way" in helpers.read_trend(rows, along="the rows").text
+    rows[1024] = R([1.72])  # 4.4% behind the peak: flat steps, and the trend stands
+    assert helpers.read_trend(rows, along="the rows").word == "grew"
 
 
 def test_a_noisy_floor_stands_out_of_the_minimum_effect():
