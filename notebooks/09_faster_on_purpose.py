@@ -892,7 +892,7 @@ print(f"in-situ factor fitted on {START}: {budget.in_situ:.2f}; implied by each 
 def factor_off_held(off: dict) -> str:
     """Why a step whose implied in-situ factor is far from the fitted one can still be predicted within the bar: the
     factor multiplies only what the step's swaps add at prices alone, so the fitted factor in place of its own moves
-    its host time by the difference of the two times those swaps, small where the swaps are small next to the
+    its host time by the difference of the two factors times those swaps, small where the swaps are small next to the
     step's time. '' where none of ``off`` held."""
     held_off = [n for n in off if judged.loc[n, WITHIN] == "yes"]
     if not held_off:
