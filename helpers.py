@@ -116,15 +116,21 @@ def _profiled(what: str) -> None:
         PROFILED_BY.append(what)
 
 
-def _host_clock_free(what: str) -> None:
-    """Refuse a host-clock timing (``what``) once this process has profiled: CUPTI would slow what it times."""
+def _before_any_profile(what: str, why: str) -> None:
+    """Refuse a timing (``what`` says what it times) once this process has profiled; ``why`` says what the
+    profile would do to it."""
     if PROFILED_BY:
         raise RuntimeError(
-            f"{what} times the host's clock, but this process has already run torch.profiler "
-            f"({', '.join(PROFILED_BY)}). After a profile NVIDIA's CUPTI stays attached and adds host time to every "
-            "launch (pytorch/pytorch#144455), so the timing would be slower than in a process that never profiled. "
+            f"{what}, but this process has already run torch.profiler ({', '.join(PROFILED_BY)}). {why} "
             "Time first, profile after: move the profiling below this timing (checked in every mode, CPU too), or, "
             "to time again after a chapter has run, restart the runtime (Colab: Runtime > Restart session).")
+
+
+def _host_clock_free(what: str) -> None:
+    """Refuse a host-clock timing (``what``) once this process has profiled: CUPTI would slow what it times."""
+    _before_any_profile(f"{what} times the host's clock",
+                        "After a profile NVIDIA's CUPTI stays attached and adds host time to every launch "
+                        "(pytorch/pytorch#144455), so the timing would be slower than in a process that never profiled.")
 
 
 import kernels  # noqa: E402  (after TRITON_INTERPRET is settled)
@@ -2525,13 +2531,11 @@ def reproduce(model=None, tokenizer=None, ids=None, rounds: int | None = None, c
     if unknown:
         raise ValueError(f"ids: {unknown} cannot be reproduced; choose from {known}")
     timed = [i for i in ids if i in KERNEL_RATIO_IDS]
-    if timed and PROFILED_BY:
-        raise RuntimeError(
-            f"reproduce: the kernel ratios {timed} would be timed after torch.profiler ran in this process "
-            f"({', '.join(PROFILED_BY)}). tools/reproduce.py times them before any profile, and so must a re-measure "
-            "set beside it: on the H200, chapter 8's re-measure after its profiled comparison read the per-head "
-            "attention's GPU-time ratio 6-17% above chapter 5's and reproduce's in three runs. Time the kernel ratios "
-            "first (reproduce(ids=KERNEL_RATIO_IDS)), then profile.")
+    if timed:
+        _before_any_profile(f"reproduce times the kernel ratios {timed} in GPU time",
+                            "tools/reproduce.py times them before any profile, and so must a re-measure set beside "
+                            "it: on the H200, chapter 8's re-measure after its profiled comparison read the per-head "
+                            "attention's GPU-time ratio 6-17% above chapter 5's and reproduce's in three runs.")
     cases = _kernel_ratio_cases() if timed else {}
     committed = committed or COMMITTED_DIR / SLUG / "results.csv"
     table = results(committed).set_index("id")
@@ -2627,10 +2631,19 @@ def recorded_when(time, since, chapter) -> str:
     return text
 
 
+def over_recorded(value: float, low, high, here: float) -> "Ratio | float":
+    """A value recorded in another process over ``here`` (above 1: the record is the larger), as ``verdict`` reads
+    it: bounded by the record's quartiles where both were recorded (a Ratio), the bare quotient where not (None or
+    NaN). Chapter 1's baseline beside a later chapter's original (``beside_baseline``, chapters 6 and 8)."""
+    if low is None or high is None or low != low or high != high:
+        return value / here
+    return Ratio(value / here, low / here, high / here, [])
+
+
 def beside_baseline(profile: "DecodeProfile") -> str:
     """A chapter's original (wall and GPU-busy ms per decoded token) beside chapter 1's recorded baseline
     (``baseline.wall_ms_per_token``): the same model at the same sizes, measured in another process. Words from
-    ``verdict`` of the quotient, bounded by chapter 1's quartiles where recorded (as chapter 6 reads it); where the
+    ``verdict`` of the quotient, bounded by chapter 1's quartiles where recorded (``over_recorded``); where the
     wall moved and the GPU-busy time did not, the difference is the host's."""
     table = results().set_index("id")
 
@@ -2644,17 +2657,16 @@ def beside_baseline(profile: "DecodeProfile") -> str:
                 "beside.")
     w1, low, high = (float(wall[c]) for c in ("value", "low", "high"))
     here = profile.wall_ms_per_token
-    spread = low == low and high == high and low > 0  # NaN where chapter 1 recorded none; > 0: bounds that divide
-    # above 1: slower here than in chapter 1; chapter 1's quartiles (of its rounds) bound the quotient
-    v = verdict(Ratio(here / w1, here / high, here / low, []) if spread else here / w1)
+    quotient = over_recorded(w1, low, high, here)  # chapter 1's over this one's, within chapter 1's quartiles
+    v = verdict(quotient)
     text = (f"**The original, beside chapter 1's.** Here the original took {here:.2f} wall ms per "
             f"decoded token; chapter 1 recorded {w1:.2f}"
-            + (f" (quartiles of its rounds {Ratio(w1, low, high, []).quartiles})" if spread else "")
+            + (f" (quartiles of its rounds {Ratio(w1, low, high, []).quartiles})" if isinstance(quotient, Ratio) else "")
             + f" for the same model at the same sizes (`baseline.wall_ms_per_token`, "
             f"{recorded_when(wall['time'], STARTED, 1)}): ")
     if not v.real:
         return text + f"within noise ({v.reason})."
-    text += f"{v.text} here, though nothing in the model changed. "
+    text += f"{versus(here, w1)} here, though nothing in the model changed. "
     busy = found("baseline.gpu_busy_ms_per_token")
     if busy is not None and profile.gpu_busy_ms_per_token is not None:
         b1 = float(busy["value"])

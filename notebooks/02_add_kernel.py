@@ -777,16 +777,17 @@ def spread_reading() -> str:
         return "No version was launch-bound at two sizes or more, so there was no spread to rank the prices against."
     # the size left out: one for both versions, or each version's own
     out = size_list(sorted(farthest)) if len(farthest) == 1 else "each version's farthest reading"
+    readings_out = f"the readings at {out}" if len(farthest) == 1 else out
     widest, without = max(w for w, _ in spreads), max(r for _, r in spreads)
     text = (f"Here {'; '.join(parts)}. The widest spread is {num(widest)} µs, "
             f"{f'{num(without)} µs' if without else 'none'} without {out}; the two empty launches differ by "
             f"{num(gap)} µs, ")
     if gap > widest:
-        return text + f"more than either, so the ranking does not rest on the readings at {out}."
+        return text + f"more than either, so the ranking does not rest on {readings_out}."
     if gap <= without or without == 0.0:  # no spread left without that reading: no ranking either
         return text + f"no more than the widest spread, and without {out} the two stay unranked too."
     return text + (f"within {num(widest)} µs but beyond {num(without)} µs: \"neither launch the dearer\" rests on "
-                   f"{'the readings at ' + out if len(farthest) == 1 else 'each version' + chr(39) + 's farthest reading'}, so read it as \"not ranked\", not "
+                   f"{readings_out}, so read it as \"not ranked\", not "
                    "as \"equal\".")
 
 

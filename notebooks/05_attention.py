@@ -600,8 +600,8 @@ def read_launch_prices():
                            * (host("blog", v) - host("qwen", v)) < 0]
         # a version sets itself apart from another only if its lowest price is further above the other's highest
         # than one version's own two readings lie apart
-        dearer = {a: [b for b in VERSIONS if b != a and min(by_version[a]) / max(by_version[b]) > within[widest]]
-                  for a in VERSIONS}
+        lowest, highest = ({v: f(by_version[v]) for v in VERSIONS} for f in (min, max))
+        dearer = {a: [b for b in VERSIONS if b != a and lowest[a] / highest[b] > within[widest]] for a in VERSIONS}
         apart = {a: bs for a, bs in dearer.items() if bs}
         tied = [(a, b) for i, a in enumerate(VERSIONS) for b in list(VERSIONS)[i + 1:]
                 if b not in dearer[a] and a not in dearer[b]]
@@ -614,9 +614,9 @@ def read_launch_prices():
                  + "".join(more_launches_less_time(v) for v in fewer_cost_more))
         if apart:
             text += ("Single host readings scatter this much, but the gap between versions is wider: "
-                     + "; ".join(f"{OWNER[a]} lowest price ({min(by_version[a]):.1f} µs) is "
-                                 f"{min(by_version[a]) / max(max(by_version[b]) for b in bs):.2f} times the highest "
-                                 f"price of {' and '.join(THE[b] for b in bs)} ({max(max(by_version[b]) for b in bs):.1f} µs)"
+                     + "; ".join(f"{OWNER[a]} lowest price ({lowest[a]:.1f} µs) is "
+                                 f"{lowest[a] / max(highest[b] for b in bs):.2f} times the highest "
+                                 f"price of {' and '.join(THE[b] for b in bs)} ({max(highest[b] for b in bs):.1f} µs)"
                                  for a, bs in apart.items())
                      + ", so " + "; ".join(f"{THE[a]} paid more per launch than {' and '.join(THE[b] for b in bs)}"
                                            for a, bs in apart.items())

@@ -267,8 +267,8 @@ def read_between_processes(wall_ms, recorded):
         return ("Chapter 1 has not recorded the original's wall ms per decoded token on this machine "
                 "(`baseline.wall_ms_per_token`), so there is no other process to set this one beside.")
     value, low, high = (float(recorded[c]) for c in ("value", "low", "high"))
-    spread = pd.notna(low) and pd.notna(high)  # NaN where chapter 1 recorded no quartiles
-    quotient = helpers.Ratio(value / wall_ms, low / wall_ms, high / wall_ms, []) if spread else value / wall_ms
+    quotient = helpers.over_recorded(value, low, high, wall_ms)  # within chapter 1's quartiles, where recorded
+    spread = isinstance(quotient, helpers.Ratio)
     v = helpers.verdict(quotient)
     text = (f"Chapter 1 timed the same original model at the same prompt ({SIZES.prompt_len} tokens) and "
             f"{SIZES.new_tokens} new tokens, in its own process: **{value:.2f} wall ms** per decoded token"
@@ -282,7 +282,7 @@ def read_between_processes(wall_ms, recorded):
                  "process. That is why every slowdown in this series is a ratio within one comparison's rounds, "
                  "never a quotient of two chapters' numbers.")
     else:  # within noise: a close median says the host kept its pace only where chapter 1's spread is narrow too
-        band = (1 / (1 + v.noise), 1 + v.noise)
+        band = sorted(v.bars)
         close = band[0] <= v.ratio <= band[1]
         narrow = not spread or band[0] <= quotient.low and quotient.high <= band[1]
         if close and narrow:

@@ -1339,9 +1339,9 @@ if busy_ms is not None:
             f"wall ms per decoded token ({share:.0f}%, {where}).")
     if where.startswith("this chapter") and first_chapter and first_chapter[1] == s:
         (busy, wall), _ = first_chapter
-        bounded = wall.low is not None and wall.high is not None  # chapter 1's quartiles bound the quotient
-        moved = helpers.verdict(helpers.Ratio(wall.value / wall_ms, wall.low / wall_ms, wall.high / wall_ms, [])
-                                if bounded else wall.value / wall_ms)  # a direction only where it stands out
+        quotient = helpers.over_recorded(wall.value, wall.low, wall.high, wall_ms)  # within chapter 1's quartiles
+        bounded = isinstance(quotient, helpers.Ratio)
+        moved = helpers.verdict(quotient)  # a direction only where it stands out
         text += (f" Chapter 1, another process, recorded {busy.value:.2f} GPU-busy ms of {wall.value:.2f} wall ms "
                  f"({100 * busy.value / wall.value:.0f}%"
                  + (f"; quartiles of its rounds {spread(wall.low, wall.high)} wall ms" if bounded else "") + ")"
