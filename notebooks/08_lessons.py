@@ -297,8 +297,8 @@ if (drifted := drifted_floors()):
 # recorded), the launch-budget model, and the headline ratios set beside the committed H200 run
 # (`helpers.reproduce`, the code behind `python tools/reproduce.py`). Before it, the cell re-measures the four
 # headline kernel ratios in GPU time, as `tools/reproduce.py` does: first, before anything in this process has
-# profiled (on the H200, timed after this comparison's profiles, the per-head attention's ratio read 6-17%
-# higher than chapter 5's and reproduce's in three runs). Set `REMEASURE = False` to skip the
+# profiled, so that the two time them in the same state (`helpers.reproduce` refuses them after a profile).
+# Set `REMEASURE = False` to skip the
 # measurement and keep only the tables of recorded numbers.
 
 # %%
