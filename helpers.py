@@ -1269,8 +1269,7 @@ def check_answer(answer: str | None, ratio: "Ratio | float", floor: "Ratio | Non
     said += f"; A/A floor {floor.median:.3f}" if floor is not None else ""
     said += f", {clock}" if clock else ""
     if v.near_threshold:
-        said += (f". This lies near the series' threshold ({100 * v.noise:.0f}% from 1): another run may call it "
-                 "the other way")
+        said += f". This lies near {v.threshold_text}: another run may call it the other way"
     if answer is None:
         md(f"**Measured** {said}. Set `answer` to one of {', '.join(repr(a) for a in ANSWERS)} and run the cell "
            "again to check yourself.")
@@ -2002,6 +2001,15 @@ class Verdict:
         """The two ratios the verdict turns on, 1 + noise and 1 / (1 + noise): a median printed beside it must not
         read as one of them (``places_apart``)."""
         return 1 + self.noise, 1 / (1 + self.noise)
+
+    @property
+    def threshold_text(self) -> str:
+        """The threshold this verdict used, in words: the series' (5% from 1) or, where the A/A floor widened it,
+        its own beside the series' minimum."""
+        if self.noise > MIN_EFFECT * (1 + 1e-9):
+            return (f"its threshold ({100 * self.noise:.0f}% from 1: twice its A/A floor's distance from 1, wider "
+                    f"than the series' {100 * MIN_EFFECT:.0f}% minimum)")
+        return f"the series' threshold ({100 * self.noise:.0f}% from 1)"
 
     @property
     def near_threshold(self) -> bool:

@@ -441,8 +441,8 @@ text = (
 # near the verdict's threshold (the rule helpers.check_answer applies to the exercises): a median just past the
 # bar, or just short of it, says so
 if no_kv.near_threshold:
-    text += (f"The median, {r.median:.{r_digits}f}, lies near the series' threshold ({100 * no_kv.noise:.0f}% "
-             "from 1): another run may call it the other way. ")
+    text += (f"The median, {r.median:.{r_digits}f}, lies near {no_kv.threshold_text}: another run may call it the "
+             "other way. ")
 if not no_kv.real:
     text += (f"So this run cannot tell the two apart, although the uncached run processed {work_ratio:.0f}x as "
              "many positions"

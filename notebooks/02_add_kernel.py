@@ -568,28 +568,29 @@ def scatter(readings_us) -> float:
 
 
 def against_price(name, reading_us, price_us, readings_us, on_top) -> str:
-    """One host reading of a call against its empty launch's price, both single readings, the difference read
-    against the spread of that call's own readings at its launch-bound sizes (``scatter``): a difference
-    inside that spread is no finding."""
-    diff = reading_us - price_us
+    """One host reading of a call beside its empty launch's price, both single readings; the call's cost is then
+    read from the median of its launch-bound readings (``flat_median``), not from this one reading, which may be
+    the one that moved: that median against the price, judged against the spread of those readings
+    (``scatter``). A difference inside that spread is no finding."""
     text = (f"{name}: {num(reading_us)} µs per call against {num(price_us)} µs for its empty launch, "
-            f"{num(abs(diff))} µs {'more' if diff > 0 else 'less'}, both single readings")
+            f"{num(abs(reading_us - price_us))} µs {'more' if reading_us > price_us else 'less'}, both single readings")
     if len(readings_us) < 2:
         return text + ("; with no second launch-bound reading of the call to say how far one moves, the difference "
                        "is no finding. ")
-    spread_us = scatter(readings_us)
+    mid, spread_us = statistics.median(readings_us), scatter(readings_us)
+    diff = mid - price_us
     span = (f"{num(spread_us)} µs ({num(min(readings_us))} to {num(max(readings_us))} µs at its "
             f"{len(readings_us)} launch-bound sizes)")
+    text += (f". One reading can move (below), so the call's cost is read from the median of its launch-bound "
+             f"readings, {num(mid)} µs, {num(abs(diff))} µs {'above' if diff > 0 else 'below'} the price")
     if abs(diff) <= spread_us:
-        return text + (f". The call's own single readings, where it is launch-bound, spread over {span}: a "
-                       f"difference of {num(abs(diff))} µs is inside that variation of the host, so it is no finding "
-                       "either way. ")
+        return text + (f"; those readings spread over {span}, and a difference inside that variation of the host is "
+                       "no finding either way. ")
     if diff > 0:
-        return text + (f"; the difference is larger than the spread of the call's own single readings, {span}: "
-                       f"{on_top} comes on top of the launch. ")
-    return text + (f"; the difference is larger than the spread of the call's own single readings, {span}. The "
-                   "empty launch is no floor under the call (it takes another path, see above), and the two readings "
-                   f"come from different loops ({prices.calls:,} calls against {HOST_CALLS}) at different moments. ")
+        return text + f", more than those readings' spread, {span}: {on_top} comes on top of the launch. "
+    return text + (f", more than those readings' spread, {span}. The empty launch is no floor under the call (it "
+                   "takes another path, see above), and the two come from different loops "
+                   f"({prices.calls:,} calls against {HOST_CALLS}) at different moments. ")
 
 
 def prices_against_each_other() -> str:
@@ -845,8 +846,8 @@ helpers.md(text)
 # to size (we hold each version's launch-bound readings to the series' prediction bar,
 # `helpers.PREDICTION_BAR`: each within 20% of that version's median launch-bound reading, the rule chapter 3
 # uses too). For large vectors the time grows in proportion
-# to $n$ on both clocks (*memory-bound*, chapter 1's second regime): once the GPU time exceeds the launch
-# price, the host has to wait for the GPU, and
+# to $n$ on both clocks (*memory-bound*, chapter 1's second regime): once the GPU time exceeds what a call
+# costs the host (its launch-bound host time), the host has to wait for the GPU, and
 # its time per call should follow the GPU time (again within the bar). The bandwidth climbs with the
 # size; while the working set fits in L2 it can exceed the main memory's nominal figure (the replayed call
 # reads from the cache), and only beyond L2 does it measure the main memory, levelling off near what that
@@ -1045,14 +1046,22 @@ def flat_reading() -> str:
     return text
 
 
+def host_cost_us(version) -> float:
+    """What one call of ``version`` costs the host when the GPU is no constraint: the median of its launch-bound
+    readings (``flat_median``), or its empty launch's price where the sweep has none."""
+    return flat_median(version) if launch_bound_readings(version) else PRICE_US[version]
+
+
 def follows_gpu_reading() -> str:
-    """Where a version's GPU time exceeds its launch price: does the host time per call follow the GPU time
-    (within ``helpers.PREDICTION_BAR``), as it must once the host waits for the GPU?"""
+    """Where a version's GPU time exceeds its own host cost per call (``host_cost_us``): does the host time per
+    call follow the GPU time (within ``helpers.PREDICTION_BAR``), as it must once the host waits for the GPU?"""
     parts, mixed = [], {}  # mixed: version -> sizes the regime rule calls mixed although the host time followed
+    never = []  # versions whose GPU time stayed below their host cost at every size
     for version in (OURS, TORCH):
         over = {size: times_us(size, version) for size in measured
-                if times_us(size, version)[1] > PRICE_US[version]}
+                if times_us(size, version)[1] > host_cost_us(version)}
         if not over:
+            never.append(version)
             continue
         pairs = and_list(f"{num(h)} µs of host time against {num(g)} µs of GPU time at {size_list([size])} "
                          f"({beside_bar(h / g)}x)" for size, (h, g) in over.items())
@@ -1064,14 +1073,20 @@ def follows_gpu_reading() -> str:
                         if close else
                         f"more than {100 * helpers.PREDICTION_BAR:.0f}% above the GPU time at least once, so the "
                         "launch still shows through"))
+    costs = and_list(f"{num(host_cost_us(v))} µs for {WHO[v]}" for v in (OURS, TORCH))
     if not parts:
-        return ("At no size of this sweep does the GPU time exceed the launch price, so the host never waits for "
-                "the GPU: larger vectors would be needed to see the host time follow the GPU time.\n\n")
+        return ("At no size of this sweep does the GPU time exceed a call's own host cost (the median of its "
+                f"launch-bound host readings: {costs}), so the host never waits for the GPU: larger vectors would be "
+                "needed to see the host time follow the GPU time.\n\n")
     named = {v: sizes for v, sizes in mixed.items() if sizes}
     two_bars = (f"both versions at {size_list(next(iter(named.values())))}"
                 if len(named) == 2 and len({tuple(sizes) for sizes in named.values()}) == 1 else
                 and_list(f"{WHO[v]} at {size_list(sizes)}" for v, sizes in named.items()))
-    return (f"Once the GPU time exceeds the launch price the host has to wait for the GPU: {'; '.join(parts)}. "
+    return (f"Once the GPU time exceeds a call's own host cost (the median of its launch-bound host readings: "
+            f"{costs}) the host has to wait for the GPU: {'; '.join(parts)}. "
+            + "".join(f"The GPU time of {WHO[v]} stayed below its host cost at every size (at most "
+                      f"{num(max(times_us(size, v)[1] for size in measured))} µs), so the host never waited for it. "
+                      for v in never)
             + (f"The regime column calls {two_bars} *mixed*, and that is no second answer: there the host time lies "
                "beyond the GPU time by more than the series' smallest real effect, 5%, so a little of the launch "
                f"still shows, yet within this prediction's {100 * helpers.PREDICTION_BAR:.0f}% bar the host time "

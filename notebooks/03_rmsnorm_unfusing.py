@@ -970,7 +970,9 @@ def chapter2_ranking(ch2) -> str:
             "readings. ")
     if ch2["add_us"] is not None:
         more = ch2["add_us"] > ch2["torch"]
-        text += (f"Its real `torch.add` (`add.host_torch_ms`, one reading too) cost {num(ch2['add_us'])} µs per call, "
+        text += (f"Its real `torch.add` at its headline size (`add.host_torch_ms`, one reading too, and a single "
+                 "reading moves: chapter 2's sweep shows how far) cost "
+                 f"{num(ch2['add_us'])} µs per call, "
                  f"{'more' if more else 'less'} than that one-element op"
                  + ("" if more else ": a one-element op is no floor for the price of a PyTorch launch") + ". ")
     return text

@@ -1248,6 +1248,7 @@ def read_increments():
         meas_v = helpers.verdict(decode_over_previous(name, before), decode_floor)
         said, got = direction(pred_v), direction(meas_v)
         change = profiles[name].wall_ms_per_token - profiles[before].wall_ms_per_token
+        pct = 100 * change / profiles[before].wall_ms_per_token  # a difference of the table's two readings
         pred_change = predicted[name] - predicted[before]
         if said == got:
             kind, how = "same", "the same direction"
@@ -1261,9 +1262,11 @@ def read_increments():
             kind, how = "unpredicted", f"**a change the budget did not see**: it said no change, the model got {got}"
         outcome[kind] += 1
         parts.append(f"{name} over {before}: predicted {pred_change:+.2f} wall ms "
-                     f"({pred_v.text}), measured {change:+.2f} wall ms (per decoded token, round by round: "
-                     f"{meas_v.text}"
-                     + (f"; {meas_v.reason}" if not meas_v.real else "") + f"): {how}")
+                     f"({pred_v.text}), measured {change:+.2f} wall ms ({pct:+.1f}% on the step before's reading "
+                     "in the table; per decoded token, the median of the per-round ratios to it: "
+                     + (meas_v.text if meas_v.real else
+                        f"{decode_over_previous(name, before).median_text}, within noise; {meas_v.reason}")
+                     + f"): {how}")
     n = len(parts)
     text = ("**Step by step.** The budget also predicts what each swap adds to the one before; per decoded token: "
             + "; ".join(parts) + f". The rounds confirm its direction for {outcome['same']} of the {n} steps")
@@ -1320,8 +1323,10 @@ def beside_chapter3(last, last_v) -> str:
         text += ("The two disagree, and this chapter cannot say why: it leaves the question open, with two candidate "
                  "reasons. " + reasons)
     if decode_v.real and decode_v.ratio > 1 and last_v.real and last_v.ratio < 1:
-        text += (f"The `lm_head` swap does not explain a step that came out faster: at one row our matmul was "
-                 f"{decode_v.text} than PyTorch's above. ")
+        text += (f"The `lm_head` swap does not explain a step that came out faster: at one row, the decode shape "
+                 f"(M, K, N) = {tuple(decode_shape)}, our matmul was {decode_v.text} than PyTorch's in {CLOCK} "
+                 f"above; `lm_head`'s own shape, {(1, model.config.hidden_size, model.config.vocab_size)}, was "
+                 "not timed. ")
     return text
 
 

@@ -259,6 +259,13 @@ for name, p in profiles.items():
                        "summed kernel time per decoded token (torch.profiler, after the rounds)")
 
 
+def slots_apart(comparison):
+    """How far apart the original's two identical slots ran in this process: (the faster slot's median tokens/s
+    over the slower's, 1 or more; the original's median tokens/s; the A/A copy's)."""
+    a, b = comparison.tokens_per_s[helpers.ORIGINAL], comparison.tokens_per_s[helpers.ORIGINAL_AGAIN]
+    return max(a, b) / min(a, b), a, b
+
+
 def read_between_processes(wall_ms, recorded):
     """This chapter's wall ms per decoded token of the original beside chapter 1's (``recorded``: its row of the
     results table, or None): the same model at the same sizes, measured in another process. The words come from
@@ -275,10 +282,22 @@ def read_between_processes(wall_ms, recorded):
             + (f" (quartiles of its rounds {helpers.Ratio(value, low, high, []).quartiles})" if spread else "")
             + f", against **{wall_ms:.2f}** here. Chapter 1's row was {helpers.recorded_when(recorded['time'], helpers.STARTED, 1)}. ")
     if v.real:
+        between = max(v.ratio, 1 / v.ratio)  # the two processes' gap, larger over smaller
+        within, tps_a, tps_b = slots_apart(comparison)
+        gaps = helpers.verdict(between / within)  # the two gaps against each other, by the series' one rule
+        how_far = (("as far apart as" if within >= between else "nearly as far apart as") if not gaps.real else
+                   "farther apart than" if within > between else "less far apart than")
         text += (f"Chapter 1's is {abs(100 * (v.ratio - 1)):.0f}% {'higher' if v.ratio > 1 else 'lower'} "
-                 f"(beyond the series' {100 * v.noise:.0f}% noise threshold), though nothing in the model changed: "
-                 "this is the host's variation between processes (two notebooks, two Python processes, one "
-                 "after the other). At batch size 1 the host sets the pace, and its pace is not the same in every "
+                 f"(beyond the series' {100 * v.noise:.0f}% noise threshold), though nothing in the model changed. "
+                 "The host's pace varies: within this very process, the original's two identical slots ran at "
+                 f"median tokens/s of {tps_a:.2f} (*original*) and {tps_b:.2f} (*original (again)*), the faster "
+                 f"{100 * (within - 1):.0f}% above the slower: {how_far} the two processes"
+                 + ("" if v.ratio > 1 else f" (this chapter's {100 * (between - 1):.0f}% above chapter 1's)")
+                 + (", so a gap this size between two processes (two notebooks, one after the other) is no "
+                    "surprise. " if not gaps.real or within > between else
+                    "; beyond this process's own variation, the host's pace changed between the processes (two "
+                    "notebooks, two Python processes, one after the other). ")
+                 + "At batch size 1 the host sets the pace, and its pace is not the same in every "
                  "process. That is why every slowdown in this series is a ratio within one comparison's rounds, "
                  "never a quotient of two chapters' numbers.")
     else:  # within noise: a close median says the host kept its pace only where chapter 1's spread is narrow too
@@ -986,10 +1005,12 @@ def beside_recorded(ratio, chapter, ids, same="the same call"):
 # of starting and finishing. Count the kernels first (the cell prints them), then guess the GPU time of
 # one call of ours against one of PyTorch's.
 #
-# *What to expect, and why:* faster, by about the ratio of the kernel counts. One row is a few kB, a
+# *What to expect, and why:* faster, by roughly the ratio of the kernel counts. One row is a few kB, a
 # fraction of a microsecond of reading on a T4 as on an H200, so each kernel costs about its floor and
-# fewer kernels take less GPU time. Chapter 3 timed the same call at the same shape; the cell sets its
-# ratio beside yours.
+# fewer kernels take less GPU time. The floors are not all alike, though (a kernel's depends on its grid
+# and on what it does, and PyTorch's chain mixes casts, a reduction and elementwise steps), so the measured
+# ratio can land some way off the counts' ratio, on either side. Chapter 3 timed the same call at the same
+# shape; the cell sets its ratio beside yours.
 
 # %%
 answer = None  # your guess: "faster", "slower" or "same"

@@ -404,13 +404,21 @@ def read_drift(series, trends, lengths):
         parts.append(part)
     text += "Of the absolute times, " + "; ".join(parts) + ". "
     pre = trends["prefill wall ms, original"]
-    if pre.word != "grew" and any(q != "prefill wall ms, original" and "original" in q for q in moved):
+    if drift_hinted(trends):
         text += ("The original's prefill, which does far more context work per pass than a decode step (every "
                  f"prompt token against every earlier one), {pre.text}: a context effect would show there first, "
                  "so this pattern hints at drift rather than context (a hint only: see the step-by-step check "
                  "below). ")
     text += "Read the absolute times as moving along the sweep, and the ratios as the finding about context."
     return text
+
+
+def drift_hinted(trends):
+    """Whether ``read_drift`` points to drift: an absolute time of the original other than its prefill moved
+    along the sweep while the original's prefill did not grow."""
+    moved = [q for q, t in trends.items() if WALL in q and t.word != "no consistent trend"]
+    return (trends["prefill wall ms, original"].word != "grew"
+            and any(q != "prefill wall ms, original" and "original" in q for q in moved))
 
 
 helpers.md(read_drift(series, trends, lengths))
@@ -421,32 +429,45 @@ helpers.md(read_drift(series, trends, lengths))
 # still: "no consistent trend" can be a median that moved while the rounds spread too widely to call it,
 # and a prefill that shrank moved too, by drift if not by context (see *prefill wall ms, original* in the
 # trend table: its median at each length, and its quartile bounds). Set that row's medians beside those of
-# *wall ms per decoded token, original*. Where the prefill's median moved by about as much, at the same
-# step, this sweep cannot tell drift from context, and a reading that points to drift is a hint, not a
-# finding. Only where the prefill's median stayed flat while the decode times moved does the reading carry
+# *wall ms per decoded token, original*, step by step, and mind the direction. A longer prompt is more
+# work, never less: where both medians fell at the same step to a longer prompt, the context cannot be the
+# cause, and the fall points to the host's drift (or to noise). Where both rose at the same step by about
+# as much, this sweep cannot tell drift from context, and a reading that points to drift is a hint, not a
+# finding. Where the prefill's median stayed flat while the decode times moved, the reading carries more
 # weight. The one test that separates the two is to run the lengths again in another order (longest
 # first): drift follows the clock, a context effect follows the length.
 
 # %%
 def moved_together():
     """The original's prefill from the first length to the last, and the steps between neighbouring lengths where
-    it and the original's wall ms per decoded token both moved the same way by helpers.MIN_EFFECT or more."""
+    it and the original's wall ms per decoded token both moved the same way by helpers.MIN_EFFECT or more, read by
+    direction: a joint fall at a longer prompt points to drift (a longer context only adds work); at a joint rise
+    drift and context cannot be told apart."""
     pre = [series["prefill wall ms, original"][0][L].median for L in lengths]
     text = (f"In this run the original's prefill came to {pre_o.change.median_text}x last over first ({lengths[0]} to "
             f"{lengths[-1]} tokens), and {pre_o.text}. ")
     if not decodable:
         return text + "There is no per-token decode reading to set beside it."
     dec = [series["wall ms per decoded token, original"][0][L].median for L in lengths]
-    same = [f"{lengths[i]} to {lengths[i + 1]} tokens (prefill {pre[i]:.1f} to {pre[i + 1]:.1f}, per decoded token "
-            f"{dec[i]:.1f} to {dec[i + 1]:.1f} {WALL})" for i in range(len(lengths) - 1)
+    same = [i for i in range(len(lengths) - 1)
             if (pre[i + 1] / pre[i] - 1) * (dec[i + 1] / dec[i] - 1) > 0
             and min(abs(pre[i + 1] / pre[i] - 1), abs(dec[i + 1] / dec[i] - 1)) >= helpers.MIN_EFFECT]
     if not same:
         return text + (f"No step moved both it and the per-token decode time the same way by "
                        f"{100 * helpers.MIN_EFFECT:.0f}% or more.")
-    return text + (f"Both moved the same way by {100 * helpers.MIN_EFFECT:.0f}% or more from " + "; ".join(same)
-                   + f": at {'that step' if len(same) == 1 else 'those steps'} drift and context cannot be told apart, "
-                   "and a drift reading is a hint, not a finding.")
+    steps = lambda ids: "; ".join(f"{lengths[i]} to {lengths[i + 1]} tokens (prefill {pre[i]:.1f} to {pre[i + 1]:.1f}, "
+                                  f"per decoded token {dec[i]:.1f} to {dec[i + 1]:.1f} {WALL})" for i in ids)
+    at = lambda ids: "that step" if len(ids) == 1 else "those steps"
+    fell, rose = [i for i in same if pre[i + 1] < pre[i]], [i for i in same if pre[i + 1] > pre[i]]
+    if fell:
+        text += (f"Both fell by {100 * helpers.MIN_EFFECT:.0f}% or more from {steps(fell)}: a longer prompt is more "
+                 f"work, never less, so at {at(fell)} the joint fall points to the host's drift between the "
+                 "comparisons (or to noise), not to the context. ")
+    if rose:
+        text += (f"Both rose by {100 * helpers.MIN_EFFECT:.0f}% or more from {steps(rose)}: at {at(rose)} drift and "
+                 "context cannot be told apart"
+                 + (", and the drift reading above is a hint, not a finding." if drift_hinted(trends) else "."))
+    return text.rstrip()
 
 
 helpers.md(moved_together())
@@ -645,13 +666,18 @@ def prefill_against_decode(launch_bound_only=False):
     """The original's prefill at the longest prompt set beside one of its decoded tokens at that length, both wall
     ms from the same rounds: when one pass over the whole prompt costs about what a pass over one token does, the
     prefill is paced by its launches (the same kernels at every length), not by its work. '' without a decode
-    reading, and with ``launch_bound_only`` where the prefill took more than two decoded tokens."""
+    reading, and with ``launch_bound_only`` where the prefill took more than two decoded tokens. The two medians
+    are judged against the noisier of the prefill's and the decode's A/A floors at that length, as a trend reading
+    is against the noisier end's."""
     if not decodable:
         return ""
     pre, dec = runs[long_prompt].prefill_ms(ORIGINAL), runs[long_prompt].decode_ms(ORIGINAL).median
-    v = helpers.verdict(pre / dec)  # two medians: the 5% rule alone
+    name, floor = max((("prefill", pre_floors[long_prompt]), ("per decoded token", dec_floors[long_prompt])),
+                      key=lambda nf: abs(nf[1].median - 1))
+    v = helpers.verdict(pre / dec, floor)
     text = (f" At {long_prompt} prompt tokens the original's prefill took {pre:.1f} {WALL}, against {dec:.1f} {WALL} "
-            "for one of its decoded tokens: ")
+            "for one of its decoded tokens; judged against the noisier of the two A/A floors at that length "
+            f"({name}, {floor_text(floor)}: a {100 * v.noise:.0f}% threshold), the prefill came out ")
     if pre / dec < 2:
         return text + (("within noise, about what a pass over one token costs" if not v.real else
                         f"{v.text} than one decoded token" + (", but not twice as long" if v.ratio > 1 else ""))
@@ -659,6 +685,9 @@ def prefill_against_decode(launch_bound_only=False):
                        "every length, and its growing work hides behind them.")
     if launch_bound_only:
         return ""
+    if not v.real:  # a floor this far from 1 holds even a doubling back
+        return text + ("within noise of one decoded token, though twice as long or more: at the longest prompt its "
+                       "work may show in its wall time, but this run's noise cannot say.")
     return text + (f"{v.text} than one decoded token, twice as long or more: at the longest prompt its work, not "
                    "its launches alone, shows in its wall time.")
 

@@ -615,6 +615,8 @@ beside_rows.append({"line": f"weight-read floor ({helpers.SLUG})",
                     "x the original verdict": "-"})
 beside = pd.DataFrame(beside_rows).set_index("line")
 helpers.show(beside)
+print("x the original: wall time per generation (prefill included), median of per-round ratios; above 1 slower. "
+      "Not the ratio of the wall ms per decoded token beside it (prefill excluded).")
 if COMPILED is None:
     helpers.md("CPU mode: transformers' compiled path needs a GPU (it compiles the decode step with CUDA graphs), "
                "and the floor needs a memory bandwidth, so both lines are left out here.")
@@ -799,6 +801,21 @@ savings = pd.DataFrame([saving_row(n, steps_before[n]) for n in BUDGET_STEPS]).s
 helpers.show(pct_columns(savings))
 
 
+def savings_compared(savings: pd.DataFrame) -> str:
+    """How the predicted savings themselves compared with the measured ones, in words: in how many steps the predicted
+    saving had the measured one's sign, and in how many it lay within the prediction bar of it (predicted / measured
+    - 1, as a prediction's error); '' without steps. The own error judges the step's wall ms, not its saving."""
+    if not len(savings):
+        return ""
+    pred, meas = savings["predicted saving (wall ms)"], savings["measured saving (wall ms)"]
+    same_sign = [n for n in savings.index if np.sign(pred[n]) == np.sign(meas[n])]
+    close = [n for n in savings.index
+             if (abs(pred[n] / meas[n] - 1) <= BAR if meas[n] else pred[n] == 0)]
+    return (f"the predicted saving had the measured one's sign in {len(same_sign)} of {len(savings)} steps and lay "
+            f"{WITHIN} of it in {len(close)} of {len(savings)}"
+            + (" (" + ", ".join(f"*{n}*" for n in close) + ")" if close else ""))
+
+
 def read_savings(savings: pd.DataFrame, judged: pd.DataFrame) -> str:
     """Each step's predicted saving against its measured one, in words: which misses are a step's own and which
     it inherits from an earlier step, and which measured savings lie within noise, so that no mechanism is read
@@ -812,11 +829,14 @@ def read_savings(savings: pd.DataFrame, judged: pd.DataFrame) -> str:
                     f"predicted to save {ms:.2f} wall ms per token")
         return f"cost {-ms:.2f} more" if cost else f"saved {ms:.2f} wall ms"
 
-    text = (f"Judged by its own saving, {len(own_ok)} of {len(savings)} steps held {WITHIN}: "
+    text = (f"Judged by its own error (a share of the step's measured wall ms, not of its saving), {len(own_ok)} of "
+            f"{len(savings)} steps held {WITHIN}: "
             + "; ".join(f"*{n}* was {saved(r['predicted saving (wall ms)'], True)} and "
                         f"{saved(r['measured saving (wall ms)'], False)} "
                         f"(own error {helpers.signed_pct(r['own error %'])})"
                         for n, r in savings.iterrows()) + ". ")
+    if len(savings):
+        text += f"The savings themselves: {savings_compared(savings)}. "
     for n, r in savings.iterrows():
         v, ratio = vs_before_verdict[n], vs_before[n]
         if r[f"own {WITHIN}"] == "no":
@@ -840,7 +860,7 @@ def read_savings(savings: pd.DataFrame, judged: pd.DataFrame) -> str:
     if inherited:
         sources = [m for m in savings.index if savings.loc[m, f"own {WITHIN}"] == "no"
                    and list(savings.index).index(m) < max(list(savings.index).index(n) for n in inherited)]
-        text += ("Missed, yet predicted well by their own saving: "
+        text += ("Missed, yet predicted well by their own error: "
                  + ", ".join(f"*{n}* ({helpers.signed_pct(judged.loc[n, 'error %'])} in all, "
                              f"{helpers.signed_pct(savings.loc[n, 'inherited error %'])} inherited, "
                              f"{helpers.signed_pct(savings.loc[n, 'own error %'])} its own)" for n in inherited)
@@ -914,6 +934,27 @@ def factor_off_held(off: dict) -> str:
             "moves its host time by the difference of the two factors times those swaps. " + "; ".join(parts) + ".")
 
 
+def factor_drift(steps: dict) -> str:
+    """Whether the in-situ factors implied by ``steps`` ({step: factor}, in the staircase's order) drift along the
+    staircase: a trend is most moves from one step to the next one way, at most one the other way, and the last
+    step's factor beyond the first's that way. '' without a trend (or with fewer than three steps); otherwise a
+    clause saying which way they moved, in how many of the moves, and from what to what."""
+    names, values = list(steps), np.array(list(steps.values()), dtype=float)
+    moves = np.diff(values)
+    falls, rises = int((moves < 0).sum()), int((moves > 0).sum())
+    way, count, against = ("fell", falls, rises) if falls > rises else ("rose", rises, falls)
+    net = values[-1] - values[0] if len(values) else 0.0
+    if len(moves) < 2 or count <= len(moves) / 2 or against > 1 or (net < 0) != (way == "fell") or net == 0:
+        return ""
+    grows = abs(values[-1] - budget.in_situ) > abs(values[0] - budget.in_situ)
+    return (f"the implied factors {way} along the staircase, "
+            + ("at every move from one step to the next" if count == len(moves) else
+               f"in {count} of the {len(moves)} moves from one step to the next")
+            + f" (from {values[0]:.2f} at *{names[0]}* to {values[-1]:.2f} at *{names[-1]}*): a drift, not scatter "
+            "around one value, so the one fitted factor is an approximation "
+            + ("whose error grows along the way" if grows else "that fits some steps better than others"))
+
+
 def read_prices() -> str:
     """The price list in words: the cheapest and the dearest call, and whether one in-situ factor fits every step."""
     cheap, dear = price_list[ALONE].idxmin(), price_list[ALONE].idxmax()
@@ -939,9 +980,15 @@ def read_prices() -> str:
         text += (", ".join(f"*{n}*" for n in off) + f" differ{'s' if len(off) == 1 else ''} from it by more than "
                  f"{100 * BAR:.0f}%: there the host's work inside the model is not the prices alone times one factor.")
         text += factor_off_held(off)
+        drift = factor_drift(steps)
+        text += f" {drift[0].upper()}{drift[1:]}." if drift else ""
     elif steps:
-        text += (f"Every readable step's lies within {100 * BAR:.0f}% of it: inside the model the swaps cost about "
-                 "the same multiple of what they add alone, whichever kinds they swap.")
+        drift = factor_drift(steps)
+        text += (f"Every readable step's lies within {100 * BAR:.0f}% of it"
+                 + (f" (from {min(steps.values()):.2f} to {max(steps.values()):.2f})" if len(steps) > 1 else "")
+                 + (f"; but {drift}." if drift else
+                    ": one factor describes every readable step to within that"
+                    + (", without a steady trend along the staircase." if len(steps) > 2 else ".")))
     return text
 
 
@@ -1091,7 +1138,8 @@ helpers.md(f"From *{START}* to *{STEPS[-1]}*, the staircase's net saving: {wall[
 # count can differ from the kernels per decoded token that the staircase's profile counted over whole
 # generations; and the profiler adds host time to every event it records, so a traced span runs longer than
 # the same step in the timed rounds (the reading below sets the two side by side): read the picture for its
-# shape and its counts, and the rounds above for the wall time.
+# shape and its counts, and the rounds above for the wall time. The traced times, *trace µs* (or *trace ms*)
+# below, are the trace's timestamps: wall time under the profiler, inflated by it.
 #
 # The table under the reading lists, by name, the kinds of kernel whose counts differ between the two traced
 # steps. The reading groups them by what their names say (cat copies, indexed writes, kernels that write
@@ -1099,6 +1147,7 @@ helpers.md(f"From *{START}* to *{STEPS[-1]}*, the staircase's net saving: {wall[
 # each group's change; it ties only the cache's writes to a task, and no other group.
 
 # %%
+TRACE_SPAN = "traced span, trace µs (wall time under the profiler)"  # helpers.SPAN_US, its clock named
 if helpers.HAS_GPU:
     with helpers.patched(model, **helpers.ALL_FAST):  # the fast model, as the staircase's last two steps run it
         timelines = {f"{FAST}, eager": helpers.step_timeline(model, prompt, decoder="generate"),
@@ -1106,7 +1155,7 @@ if helpers.HAS_GPU:
     helpers.plot_timelines(timelines, name="faster_timeline")
     plt.show()
     summaries = pd.DataFrame({label: helpers.timeline_summary(df) for label, df in timelines.items()}).T
-    helpers.show(summaries)
+    helpers.show(summaries.rename(columns={helpers.SPAN_US: TRACE_SPAN}))
 else:
     timelines = None
     helpers.md("CPU mode: the timeline needs a GPU (there is no GPU lane to trace in the interpreter), so it is left "
@@ -1156,9 +1205,10 @@ def read_timelines(timelines: dict) -> str:
     e, g = helpers.timeline_summary(eager), helpers.timeline_summary(graph)
     ei, gi = idle_parts(eager), idle_parts(graph)
     span = helpers.SPAN_US
-    text = (f"Traced under the profiler, the eager step spans {e[span] / 1e3:.2f} ms (profiler clock) against "
-            f"{wall[FAST]:.2f} wall ms per decoded token in the timed rounds, the replayed one {g[span] / 1e3:.2f} ms "
-            f"(profiler clock) against {wall[FAST_GRAPH]:.2f} wall ms: the profiler's own host time is in every span. ")
+    text = (f"Traced under the profiler, the eager step spans {e[span] / 1e3:.2f} trace ms against "
+            f"{wall[FAST]:.2f} wall ms per decoded token in the timed rounds, the replayed one {g[span] / 1e3:.2f} "
+            f"trace ms against {wall[FAST_GRAPH]:.2f} wall ms. Trace times are the profiler trace's timestamps: wall "
+            "time under the profiler, whose own host time is in every span. ")
     traced_vs_profiled = "; ".join(
         f"{k} kernels in the traced {which} step against {profiles[n].launches:.0f} per decoded token in the "
         "staircase's profile"
@@ -1168,15 +1218,16 @@ def read_timelines(timelines: dict) -> str:
         text += (f"The counts differ from the staircase's ({traced_vs_profiled}): the traced step is a bare forward "
                  "pass and argmax, the profile's tokens come from whole generations with their own bookkeeping. ")
     text += (f"In the eager step the host made {e['host launches']} launch calls for {e['GPU kernels']} kernels, and the "
-             f"GPU was idle for {100 * e['GPU idle fraction']:.0f}% of the traced span, {ei['between kernels']:.0f} µs "
-             f"(profiler clock) of it between kernels; replayed from the graph, the host made {g['host launches']} launch "
-             f"call{'s' if g['host launches'] != 1 else ''} and the GPU was idle for {100 * g['GPU idle fraction']:.0f}% "
-             "of the span: " + ", ".join(f"{us:.0f} µs {where}" for where, us in gi.items()) + ". ")
-    text += (f"Between kernels the idle time fell from {ei['between kernels']:.0f} to {gi['between kernels']:.0f} µs: "
-             "the replay closes the gaps the host's launches left. "
+             f"GPU was idle for {100 * e['GPU idle fraction']:.0f}% of the traced span, "
+             f"{ei['between kernels']:.0f} trace µs of it between kernels; replayed from the graph, the host made "
+             f"{g['host launches']} launch call{'s' if g['host launches'] != 1 else ''} and the GPU was idle for "
+             f"{100 * g['GPU idle fraction']:.0f}% of the span: "
+             + ", ".join(f"{us:.0f} trace µs {where}" for where, us in gi.items()) + ". ")
+    text += (f"Between kernels the idle time fell from {ei['between kernels']:.0f} to {gi['between kernels']:.0f} "
+             "trace µs: the replay closes the gaps the host's launches left. "
              if gi["between kernels"] < ei["between kernels"] / 2 else
-             f"Between kernels the idle time went from {ei['between kernels']:.0f} to {gi['between kernels']:.0f} µs: "
-             "the replay did not halve it here; the figure shows where the gaps sit. ")
+             f"Between kernels the idle time went from {ei['between kernels']:.0f} to {gi['between kernels']:.0f} "
+             "trace µs: the replay did not halve it here; the figure shows where the gaps sit. ")
     where = max(gi, key=gi.get)
     if where == "before the first kernel" and gi[where] > gi["between kernels"]:
         text += ("Most of what is left idle in the replayed step comes before its first kernel: the host's "
@@ -1195,9 +1246,17 @@ def read_timelines(timelines: dict) -> str:
         net[kernel_family(k)] += more[k] - fewer[k]
     writes, cats = net.pop("indexed writes", 0), net.pop("cat copies", 0)
     if writes > 0 and cats < 0:
+        layers = config.num_hidden_layers
+        kv = 2 * layers  # the cache's writes per step: a key and a value per layer
         text += (f"{-cats} cat copies of the eager step (`torch.cat` appending each new key and value to the growing "
-                 f"cache) give way to {writes} indexed writes in the graph's step (each new key and value written into "
-                 "the static cache at the step's position). ")
+                 f"cache) give way to {writes} indexed writes in the graph's step"
+                 + (f", {kv} of them the cache's ({layers} layers x a key and a value, each written into the static "
+                    "cache at the step's position)"
+                    + (f" and {writes - kv} other{'s' if writes - kv > 1 else ''}, which this reading does not tie "
+                       "to a task" if writes > kv else "")
+                    if writes >= kv else
+                    " (among them the new keys and values written into the static cache at the step's position)")
+                 + ". ")
     elif writes or cats:
         text += f"Indexed writes: {writes:+d}; cat copies: {cats:+d}. "
     rest = {f: c for f, c in sorted(net.items(), key=lambda fc: -abs(fc[1])) if c}
@@ -1595,8 +1654,9 @@ if real_fixes:
                  f"({wall[steps_before[top]] - wall[top]:.2f} wall ms, {vs_before_verdict[top].text} than the step "
                  "before per generation).")
 lines.append(f"- Predictions that held: {prediction_count(judged)}"
-             + (f"; judged by its own saving, {int((savings[f'own {WITHIN}'] == 'yes').sum())} of {len(savings)} "
-                "launch-budget steps held." if len(savings) else "."))
+             + (f"; judged by its own error (a share of the step's wall ms), "
+                f"{int((savings[f'own {WITHIN}'] == 'yes').sum())} of {len(savings)} launch-budget steps held; "
+                f"{savings_compared(savings)}." if len(savings) else "."))
 if not helpers.HAS_GPU:
     lines.append("- CPU mode: all of this is interpreter time on a tiny model; the method is the point, the numbers "
                  "are not a GPU's.")
