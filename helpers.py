@@ -1057,7 +1057,7 @@ def _unstack_labels(fig, labels, step_pt: float = 9.0, tries: int = 6) -> None:
 # --- The machine: what a GPU is made of (chapter 1, used after) ----------------------------------
 # Data-sheet figures of the two GPUs the series compares: the reader's T4 and the H200 of the committed run.
 # The H200's L2 is what the H200 itself reports (torch.cuda.get_device_properties: 60 MiB); its memory is
-# the data sheet's 141 (the device reports about 140 GiB usable).
+# the data sheet's 141, which the data sheet calls GB (the device reports about 140 GiB: that "GB" is binary).
 # Per streaming multiprocessor (SM): registers and the most shared memory one SM can hold; then the whole GPU.
 GPU_SPECS = {
     "t4": {"name": "Tesla T4", "compute capability": "7.5", "SMs": 40, "warps per SM (most resident)": 32,

@@ -97,8 +97,9 @@ helpers.show_env()
 # beside those of a T4 (the blog's GPU) and an H200 (the GPU of this series' committed run). The T4's and
 # the H200's columns are data-sheet figures, except the H200's L2, which is the size the H200 itself reports
 # (the figure chapter 2 reads from your GPU), and the T4's memory, which is what `torch` reports on a T4 (its
-# data sheet says 16 GB); your own memory row is what `torch` reports as usable, which can
-# sit a little below the data sheet's. The bandwidth and compute rows are the vendors' nominal peaks
+# data sheet says 16 GB); your own memory row is what `torch` reports, in GiB. A data sheet's "GB" is not
+# always decimal (the H200's 141 GB are about what the H200 reports in GiB, 140), so compare memory rows
+# loosely. The bandwidth and compute rows are the vendors' nominal peaks
 # (`helpers.NOMINAL_GB_S`, `helpers.NOMINAL_TFLOPS`), which real kernels approach but do not reach.
 #
 # Three rows need a word before the table. The **compute capability** (7.5 for a T4, 9.0 for an H200) is

@@ -1032,10 +1032,12 @@ else:
 #   ms per decoded token** (prefill excluded) comes from the same rounds as the tokens/s; each round's time
 #   is divided by the original's of the same round. It also runs the original against itself: that A/A ratio
 #   is this run's noise floor, and a swap whose ratio does not stand out of twice it, and of the series' 5%
-#   minimum, is "within noise", however the medians happen to fall. The original's own time need not match
-#   chapter 1's: each chapter's rounds run under their own host conditions, and over a long run of the
-#   series the host can drift (the reading below sets the two side by side), so only ratios within one run's
-#   rounds are compared;
+#   minimum, is "within noise", however the medians happen to fall (the table's tokens/s column is each
+#   configuration's own median, another statistic: inside the noise it can rank the original below its own
+#   copy while their time ratio says the opposite; chapter 8 sets the two statistics side by side). The
+#   original's own time need not match chapter 1's: each chapter's rounds run under their own host
+#   conditions, and over a long run of the series the host can drift (the reading below sets the two side
+#   by side), so only ratios within one run's rounds are compared;
 # - after the rounds, `torch.profiler` counts the CUDA kernels launched and the GPU-busy ms per decoded
 #   token of each model (`comparison.profile(name)`).
 #

@@ -1307,7 +1307,8 @@ def beside_chapter3(last, last_v) -> str:
             f"model: time ratio {ratio3}, **{words}** (`rmsnorm.tps_slowdown`: its own rounds, "
             f"{helpers.recorded_when(r3['time'], helpers.STARTED, 3)}). Here the step that adds "
             f"them, with `lm_head`, came out **{last_v.text}** (generation time over the step before's, round by "
-            f"round: {last.median_text}, quartiles {last.quartiles}; {change_ms:+.2f} wall ms per decoded token). ")
+            f"round: {last.median_text}, quartiles {last.quartiles}; per decoded token, the difference of the two "
+            f"steps' medians: {change_ms:+.2f} wall ms). ")
     if said == direction(last_v):
         return text + "The two point the same way. "
     reasons = ("The host's state can differ between the two processes (the paragraph below sets this chapter's "
