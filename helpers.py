@@ -865,7 +865,8 @@ def _count_decode(model, ids: torch.Tensor, n: int, use_cache: bool = True, deco
 # --- One decode step on a time axis: the host's launches against the GPU's kernels ---------------
 HOST_LAUNCH_NAMES = ("cudaLaunchKernel", "cuLaunchKernel", "cudaGraphLaunch", "cuGraphLaunch")  # and their Ex forms
 TIMELINE_LANES = ("host launches", "GPU kernels")
-SPAN_US, BUSY_US = "traced span, µs (profiler)", "GPU-busy µs (profiler)"  # timeline_summary's two times
+# timeline_summary's two times: the trace's span (wall time under the profiler, which inflates it) and the GPU's
+SPAN_US, BUSY_US = "traced span, trace µs (wall time under the profiler)", "GPU-busy µs (profiler kernel time)"
 
 
 def timeline_from_trace(trace: dict):
@@ -966,8 +967,8 @@ def plot_timelines(timelines: dict, name: str | None = None):
         s = timeline_summary(df)
         ax.set_yticks([1, 0], [f"{s['host launches']} host launches", f"{s['GPU kernels']} GPU kernels"])
         ax.set_ylim(-0.6, 1.6)
-        ax.set_title(f"{label}: one decode step traced, {s[SPAN_US] / 1e3:.2f} ms span (profiler); GPU busy "
-                     f"{s[BUSY_US] / 1e3:.2f} ms "
+        ax.set_title(f"{label}: one decode step traced, {s[SPAN_US] / 1e3:.2f} trace ms span; GPU busy "
+                     f"{s[BUSY_US] / 1e3:.2f} ms (profiler kernel time) "
                      f"({100 * (1 - s['GPU idle fraction']):.0f}% of the step)", fontsize=10, loc="left")
         ax.grid(axis="x", alpha=0.3)
     axes[-1, 0].set_xlabel("µs from the step's first event (torch.profiler; host clock and GPU clock aligned by it)")
@@ -2007,8 +2008,8 @@ class Verdict:
         """The threshold this verdict used, in words: the series' (5% from 1) or, where the A/A floor widened it,
         its own beside the series' minimum."""
         if self.noise > MIN_EFFECT * (1 + 1e-9):
-            return (f"its threshold ({100 * self.noise:.0f}% from 1: twice its A/A floor's distance from 1, wider "
-                    f"than the series' {100 * MIN_EFFECT:.0f}% minimum)")
+            return (f"its threshold ({threshold_pct(self.noise)} from 1: twice its A/A floor's distance from 1, "
+                    f"wider than the series' {100 * MIN_EFFECT:.0f}% minimum)")
         return f"the series' threshold ({100 * self.noise:.0f}% from 1)"
 
     @property
@@ -2016,6 +2017,12 @@ class Verdict:
         """Within half the threshold's width of it, on the log scale: another run may call it the other way."""
         edge = math.log(1 + self.noise)
         return self.ratio > 0 and abs(abs(math.log(self.ratio)) - edge) < edge / 2
+
+
+def threshold_pct(noise: float) -> str:
+    """A threshold as a percentage, whole unless a widened one would print as the series' minimum (5.3%, not 5%)."""
+    whole = f"{100 * noise:.0f}%"
+    return f"{100 * noise:.1f}%" if noise > MIN_EFFECT and whole == f"{100 * MIN_EFFECT:.0f}%" else whole
 
 
 def noise_threshold(floor: Ratio | None = None) -> float:
@@ -2046,7 +2053,7 @@ def verdict(ratio: Ratio | float, floor: Ratio | None = None) -> Verdict:
         if not beyond:
             reason = (f"closer to 1 than the series' smallest real effect ({100 * MIN_EFFECT:.0f}%)"
                       if noise == MIN_EFFECT else
-                      f"closer to 1 than twice the A/A floor's distance from 1 ({100 * noise:.0f}%)")
+                      f"closer to 1 than twice the A/A floor's distance from 1 ({threshold_pct(noise)})")
         else:
             reason = f"its quartiles ({r.quartiles}) lie on both sides of 1"
         return Verdict("within noise", False, r.median, noise, reason)

@@ -539,6 +539,7 @@ def launch_bound_readings(version) -> list:
 
 PRICE_US = {OURS: prices.triton_us, TORCH: prices.torch_us}  # each version's empty launch, host clock
 WHO = {OURS: "ours", TORCH: "`torch.add`"}  # the versions as the prose names them
+POSSESSIVE = {OURS: "Our kernel's", TORCH: "`torch.add`'s"}  # the same, opening a sentence as an owner
 
 
 def and_list(items) -> str:
@@ -1073,7 +1074,9 @@ def follows_gpu_reading() -> str:
                         if close else
                         f"more than {100 * helpers.PREDICTION_BAR:.0f}% above the GPU time at least once, so the "
                         "launch still shows through"))
-    costs = and_list(f"{num(host_cost_us(v))} µs for {WHO[v]}" for v in (OURS, TORCH))
+    costs = and_list(f"{num(host_cost_us(v))} µs for {WHO[v]}"
+                     + ("" if launch_bound_readings(v) else " (its empty launch's price: no launch-bound reading)")
+                     for v in (OURS, TORCH))
     if not parts:
         return ("At no size of this sweep does the GPU time exceed a call's own host cost (the median of its "
                 f"launch-bound host readings: {costs}), so the host never waits for the GPU: larger vectors would be "
@@ -1084,7 +1087,7 @@ def follows_gpu_reading() -> str:
                 and_list(f"{WHO[v]} at {size_list(sizes)}" for v, sizes in named.items()))
     return (f"Once the GPU time exceeds a call's own host cost (the median of its launch-bound host readings: "
             f"{costs}) the host has to wait for the GPU: {'; '.join(parts)}. "
-            + "".join(f"The GPU time of {WHO[v]} stayed below its host cost at every size (at most "
+            + "".join(f"{POSSESSIVE[v]} GPU time stayed below its host cost at every size (at most "
                       f"{num(max(times_us(size, v)[1] for size in measured))} µs), so the host never waited for it. "
                       for v in never)
             + (f"The regime column calls {two_bars} *mixed*, and that is no second answer: there the host time lies "

@@ -677,7 +677,7 @@ def prefill_against_decode(launch_bound_only=False):
     v = helpers.verdict(pre / dec, floor)
     text = (f" At {long_prompt} prompt tokens the original's prefill took {pre:.1f} {WALL}, against {dec:.1f} {WALL} "
             "for one of its decoded tokens; judged against the noisier of the two A/A floors at that length "
-            f"({name}, {floor_text(floor)}: a {100 * v.noise:.0f}% threshold), the prefill came out ")
+            f"({name}, {floor_text(floor)}: a threshold of {100 * v.noise:.0f}%), the prefill came out ")
     if pre / dec < 2:
         return text + (("within noise, about what a pass over one token costs" if not v.real else
                         f"{v.text} than one decoded token" + (", but not twice as long" if v.ratio > 1 else ""))

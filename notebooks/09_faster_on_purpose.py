@@ -936,15 +936,17 @@ def factor_off_held(off: dict) -> str:
 
 def factor_drift(steps: dict) -> str:
     """Whether the in-situ factors implied by ``steps`` ({step: factor}, in the staircase's order) drift along the
-    staircase: a trend is most moves from one step to the next one way, at most one the other way, and the last
-    step's factor beyond the first's that way. '' without a trend (or with fewer than three steps); otherwise a
+    staircase: a trend is most of at least three moves from one step to the next one way, at most one the other
+    way, and the last step's factor beyond the first's that way by more than ``helpers.MIN_EFFECT`` of the fitted
+    factor. '' without a trend (or with fewer than four steps); otherwise a
     clause saying which way they moved, in how many of the moves, and from what to what."""
     names, values = list(steps), np.array(list(steps.values()), dtype=float)
     moves = np.diff(values)
     falls, rises = int((moves < 0).sum()), int((moves > 0).sum())
     way, count, against = ("fell", falls, rises) if falls > rises else ("rose", rises, falls)
     net = values[-1] - values[0] if len(values) else 0.0
-    if len(moves) < 2 or count <= len(moves) / 2 or against > 1 or (net < 0) != (way == "fell") or net == 0:
+    if (len(moves) < 3 or count <= len(moves) / 2 or against > 1 or (net < 0) != (way == "fell")
+            or abs(net) < helpers.MIN_EFFECT * budget.in_situ):  # a trend of 3 moves or more, and more than 5% net
         return ""
     grows = abs(values[-1] - budget.in_situ) > abs(values[0] - budget.in_situ)
     return (f"the implied factors {way} along the staircase, "
@@ -987,8 +989,7 @@ def read_prices() -> str:
         text += (f"Every readable step's lies within {100 * BAR:.0f}% of it"
                  + (f" (from {min(steps.values()):.2f} to {max(steps.values()):.2f})" if len(steps) > 1 else "")
                  + (f"; but {drift}." if drift else
-                    ": one factor describes every readable step to within that"
-                    + (", without a steady trend along the staircase." if len(steps) > 2 else ".")))
+                    ": one factor describes every readable step to within that."))
     return text
 
 
@@ -1147,7 +1148,6 @@ helpers.md(f"From *{START}* to *{STEPS[-1]}*, the staircase's net saving: {wall[
 # each group's change; it ties only the cache's writes to a task, and no other group.
 
 # %%
-TRACE_SPAN = "traced span, trace µs (wall time under the profiler)"  # helpers.SPAN_US, its clock named
 if helpers.HAS_GPU:
     with helpers.patched(model, **helpers.ALL_FAST):  # the fast model, as the staircase's last two steps run it
         timelines = {f"{FAST}, eager": helpers.step_timeline(model, prompt, decoder="generate"),
@@ -1155,7 +1155,7 @@ if helpers.HAS_GPU:
     helpers.plot_timelines(timelines, name="faster_timeline")
     plt.show()
     summaries = pd.DataFrame({label: helpers.timeline_summary(df) for label, df in timelines.items()}).T
-    helpers.show(summaries.rename(columns={helpers.SPAN_US: TRACE_SPAN}))
+    helpers.show(summaries)
 else:
     timelines = None
     helpers.md("CPU mode: the timeline needs a GPU (there is no GPU lane to trace in the interpreter), so it is left "
@@ -1654,7 +1654,7 @@ if real_fixes:
                  f"({wall[steps_before[top]] - wall[top]:.2f} wall ms, {vs_before_verdict[top].text} than the step "
                  "before per generation).")
 lines.append(f"- Predictions that held: {prediction_count(judged)}"
-             + (f"; judged by its own error (a share of the step's wall ms), "
+             + (f"; judged each by its own error (a share of the step's wall ms), "
                 f"{int((savings[f'own {WITHIN}'] == 'yes').sum())} of {len(savings)} launch-budget steps held; "
                 f"{savings_compared(savings)}." if len(savings) else "."))
 if not helpers.HAS_GPU:

@@ -1452,6 +1452,9 @@ def test_check_answer_shows_its_spread_and_warns_near_the_threshold(capsys):
     helpers.check_answer(None, helpers.Ratio.of([1.06, 1.07, 1.08]), helpers.Ratio.of([1.04, 1.05, 1.06]))
     out = capsys.readouterr().out
     assert "within noise" in out and "near its threshold (10% from 1: twice its A/A floor's distance" in out
+    # widened, yet it would print as the series' 5%: one decimal more, so it does not read as the minimum
+    assert helpers.threshold_pct(0.052) == "5.2%" and helpers.threshold_pct(0.05) == "5%"
+    assert helpers.threshold_pct(0.108) == "11%"
     helpers.check_answer(None, helpers.Ratio.of([1.08, 1.1, 1.14]), None, change="x")  # one number, as the verdict writes it
     assert "x: 1.10x slower; quartiles 1.09-1.12" in capsys.readouterr().out
     helpers.check_answer(None, helpers.Ratio.of([0.51, 0.515, 0.52]), None, change="z")  # a speed-up: the time ratio too
