@@ -968,7 +968,7 @@ def plot_timelines(timelines: dict, name: str | None = None):
         ax.set_yticks([1, 0], [f"{s['host launches']} host launches", f"{s['GPU kernels']} GPU kernels"])
         ax.set_ylim(-0.6, 1.6)
         ax.set_title(f"{label}: one decode step traced, {s[SPAN_US] / 1e3:.2f} trace ms span; GPU busy "
-                     f"{s[BUSY_US] / 1e3:.2f} ms (profiler kernel time) "
+                     f"{s[BUSY_US] / 1e3:.2f} ms of profiler kernel time "
                      f"({100 * (1 - s['GPU idle fraction']):.0f}% of the step)", fontsize=10, loc="left")
         ax.grid(axis="x", alpha=0.3)
     axes[-1, 0].set_xlabel("µs from the step's first event (torch.profiler; host clock and GPU clock aligned by it)")

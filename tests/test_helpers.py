@@ -1330,7 +1330,9 @@ def test_a_timeline_summary_counts_overlapping_kernels_once():
     assert s["GPU idle fraction"] == pytest.approx(0.5)
     plt = pytest.importorskip("matplotlib.pyplot")
     fig = helpers.plot_timelines({"eager": df, "graph": df})
-    assert len(fig.axes) == 2 and "GPU busy 0.03 ms (50% of the step)" in fig.axes[0].get_title(loc="left")
+    title = fig.axes[0].get_title(loc="left")  # both times with their clocks
+    assert len(fig.axes) == 2
+    assert "0.05 trace ms span; GPU busy 0.03 ms of profiler kernel time (50% of the step)" in title
     plt.close(fig)
 
 
