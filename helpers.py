@@ -2025,6 +2025,13 @@ def threshold_pct(noise: float) -> str:
     return f"{100 * noise:.1f}%" if noise > MIN_EFFECT and whole == f"{100 * MIN_EFFECT:.0f}%" else whole
 
 
+def noisier_floor(floors) -> Ratio | None:
+    """Of several A/A floors (None ignored), the one furthest from 1: what a comparison across two sets of rounds
+    is held against (``noise_threshold``); None without one."""
+    floors = [f for f in floors if f is not None]
+    return max(floors, key=lambda f: abs(f.median - 1)) if floors else None
+
+
 def noise_threshold(floor: Ratio | None = None) -> float:
     """How far a median ratio must be from 1 to count as a difference (above 1 + noise, or below
     1 / (1 + noise)): twice the A/A floor's own distance from 1 (the original against itself, measured in
@@ -2393,8 +2400,7 @@ def read_trend(points: dict, floors: dict | None = None, unit: str = "x", along:
     lengths = sorted(points)
     first, last = points[lengths[0]], points[lengths[-1]]
     change = Ratio(last.median / first.median, last.low / first.high, last.high / first.low, [])
-    ends = [floors[L] for L in (lengths[0], lengths[-1]) if floors and L in floors]
-    floor = max(ends, key=lambda f: abs(f.median - 1)) if ends else None
+    floor = noisier_floor(floors[L] for L in (lengths[0], lengths[-1]) if floors and L in floors)
     v = verdict(change, floor)
     medians = [points[L].median for L in lengths]
     # a step smaller than the noise threshold is flat: it neither breaks nor makes a direction

@@ -1596,7 +1596,7 @@ def in_the_sweep(ratio, floor, **change) -> str:
     if not same:
         return reading
     # two sets of rounds of the same pair of calls: held against the noisier of their two A/A floors
-    noisier = max((floor, floor_decode), key=lambda f: abs(f.median - 1))
+    noisier = helpers.noisier_floor((floor, floor_decode))
     apart = helpers.verdict(ratio.median / vs.median, noisier)
     off = ratio.median / vs.median - 1
     overlap = ratio.low <= vs.high and vs.low <= ratio.high

@@ -523,7 +523,7 @@ if helpers.HAS_GPU:
     reading += (f"Across all six measurements the GPU time was {100 * timing['GPU time / host time'].min():.0f}% to "
                 f"{100 * timing['GPU time / host time'].max():.0f}% of the host time per call. ")
 # two shapes, two runs of rounds: the GPU-time ratio is held against the noisier of their two A/A floors
-noisier = max((rounds[s].floor for s in SHAPES), key=lambda f: abs(f.median - 1))
+noisier = helpers.noisier_floor(rounds[s].floor for s in SHAPES)
 reading += (
     f"Qwen3's shape does {flops_ratio:.1f}x the arithmetic of the blog's on {bytes_ratio:.1f}x the bytes, with "
     + (f"the same {slow.launches:.0f} launches" if f"{times['qwen', 'slow'].launches:.0f}" == f"{slow.launches:.0f}"

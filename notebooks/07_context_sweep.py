@@ -672,8 +672,8 @@ def prefill_against_decode(launch_bound_only=False):
     if not decodable:
         return ""
     pre, dec = runs[long_prompt].prefill_ms(ORIGINAL), runs[long_prompt].decode_ms(ORIGINAL).median
-    name, floor = max((("prefill", pre_floors[long_prompt]), ("per decoded token", dec_floors[long_prompt])),
-                      key=lambda nf: abs(nf[1].median - 1))
+    floor = helpers.noisier_floor((pre_floors[long_prompt], dec_floors[long_prompt]))
+    name = "prefill" if floor is pre_floors[long_prompt] else "per decoded token"
     v = helpers.verdict(pre / dec, floor)
     text = (f" At {long_prompt} prompt tokens the original's prefill took {pre:.1f} {WALL}, against {dec:.1f} {WALL} "
             "for one of its decoded tokens; judged against the noisier of the two A/A floors at that length "

@@ -1084,6 +1084,13 @@ def test_a_trend_ignores_steps_inside_the_noise():
     assert helpers.read_trend(rows, along="the rows").word == "grew"
 
 
+def test_the_noisier_floor_is_the_one_furthest_from_1():
+    R = helpers.Ratio.of
+    near, below, above = R([1.01]), R([0.88]), R([1.1])
+    assert helpers.noisier_floor([near, None, below, above]) is below  # 12% below 1 beats 10% above it
+    assert helpers.noisier_floor([None]) is None and helpers.noisier_floor([]) is None
+
+
 def test_a_noisy_floor_stands_out_of_the_minimum_effect():
     """Judged against itself a floor could never stand out; against the 5% minimum a noisy host shows."""
     noisy = helpers.Ratio.of([1.14, 1.16, 1.18, 1.2])
