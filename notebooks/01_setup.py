@@ -362,8 +362,8 @@ if "random weights" in description:  # helpers.load_model's description says whi
 #
 # Two stories predict different outcomes. If the GPU were busy doing arithmetic the whole time, the
 # uncached run would be slower roughly in proportion to those totals. But at batch size 1 each step is
-# made of hundreds of small kernels or more, and if launching them is what takes the time, a step over 100
-# positions costs little more than a step over one. We measure to find out which story your hardware
+# made of hundreds of small kernels or more, and if launching them is what takes the time, a step over a few
+# dozen positions costs little more than a step over one. We measure to find out which story your hardware
 # tells.
 
 # %%
@@ -400,7 +400,7 @@ helpers.record("baseline.tps_kv", tps_kv, "tokens/s", setting + "; prefill inclu
 helpers.record("baseline.tps_no_kv", tps_no_kv, "tokens/s", "use_cache=False, " + setting + "; prefill included")
 no_kv = comparison.record("no KV cache", "baseline.no_kv_slowdown", f"prompt {P}, {n} new tokens")
 
-helpers.show(comparison.table().round(3))
+helpers.show(comparison.table())
 floor, r = comparison.floor, comparison.ratios["no KV cache"]
 # how far the very same model strayed from 1: the middle half of the A/A rounds, and the farthest single round
 floor_spread = max(abs(floor.low - 1), abs(floor.high - 1))
@@ -647,7 +647,10 @@ else:
 # flop and bytes. The host's clock is the wall ms per decoded token; it can never fall below the GPU-busy
 # ms, because the host waits for the GPU whenever the GPU is the slower of the two. So `helpers.regime` only
 # reads the wall time as the host's own time when it lies beyond the GPU-busy time by more than the
-# series' smallest real effect (`helpers.verdict`): then the GPU waited for the host.
+# series' smallest real effect (`helpers.verdict`): then the GPU waited for the host. With the host left
+# out, the kernels' regime is read from their work alone: below the GPU's ridge point the bytes, not the
+# arithmetic, bound them. That names the limit they approach, not how close they come: the floor above says
+# that, and the GPU-busy time lies many times above it.
 
 # %%
 step_flops = 2 * census["parameters"]  # a multiply and an add per weight (attention at this context: negligible)
@@ -777,13 +780,13 @@ CPU_CLOCK = "wall time of PyTorch on the CPU (CPU mode)"  # no Triton kernel her
 # - Where the bytes take longer than a launch, as on a T4 (these vectors outgrow its 4 MiB L2), the host
 #   waits for the GPU at every call: expect it **faster**, towards half the time.
 #
-# On an overhead-bound GPU the true ratio is 1, and the measured one can still land near the series'
-# threshold (5% at least): single host readings of one call move by several percent, on some hosts by tens
-# of percent, from one loop to the next (chapter 2 shows how far), so a few percent either way can come from host work that differs between
-# the two calls, not from the GPU's work; the A/A floor says whether it is noise. That is
-# why this exercise runs twice `SIZES.rounds_kernel` shuffled rounds, an even number, so that every order
-# runs as often forwards as backwards, and why the printout gives the A/A floor and the quartiles, and
-# says when a result lies near the threshold.
+# On an overhead-bound GPU the GPU's share of the ratio is 1, and the measured one can still land near the
+# series' threshold (5% at least), or past it: single host readings of one call move by several percent, on
+# some hosts by tens of percent, from one loop to the next (chapter 2 shows how far), so a few percent either
+# way can come from host work that differs between the two calls, not from the GPU's work; the A/A floor says
+# whether it is noise. That is why this exercise runs twice `SIZES.rounds_kernel` shuffled rounds, an even
+# number, so that every order runs as often forwards as backwards, and why the printout gives the A/A floor
+# and the quartiles, and says when a result lies near the threshold.
 #
 # One more thing sets this exercise apart: it times the host *after* this chapter has profiled. A profile
 # leaves NVIDIA's profiling interface (CUPTI) attached to the process, and it adds host time to every later

@@ -965,7 +965,7 @@ def memory_reading(sweep) -> str:
     if max(shares) > 100:
         return text + ("above the datasheet's figure, so it is no ceiling on this GPU; read the two against each "
                        "other, not against it.")
-    return text + ("both are close to what the memory can give, so there is little left to lose or win."
+    return text + ("both are close to what the memory can give, so neither kernel has much left to win."
                    if min(shares) > 50 else
                    "PyTorch's is close to what the memory can give, ours is not yet." if shares[1] > 50 else
                    "ours is close to what the memory can give, PyTorch's is not yet." if shares[0] > 50 else
@@ -1260,15 +1260,15 @@ cmp = helpers.compare_calls({"length BIG - 1": lambda: kernels.add(a_odd, b_odd)
 measured = helpers.check_answer(answer, cmp.ratios["length BIG - 1"], cmp.floor, change="length BIG - 1", clock=cmp.clock)
 
 # %% [markdown]
-# **3. A strided input.** Give the launcher every second element of a vector twice as long, `x[::2]`: the
-# same number of elements, but not next to each other in memory. The kernel walks flat memory, so the
-# launcher first copies such an input into a contiguous one (`.contiguous()`, see its docstring above): one
-# more kernel, which reads the strided elements (dragging their unused neighbours through the memory
-# system with them) and writes them again, before the add reads them once more. Count the bytes: the copy
-# reads `2 x BIG` elements' worth and writes `BIG`, then the add moves its `3 x BIG` as before, twice the
-# bytes of the plain add. Expect it **slower** on both GPUs, about twice the time, more where the strided
-# copy streams its bytes below the add's rate; in CPU mode the interpreter's add outweighs PyTorch's copy,
-# so expect little difference there.
+# **3. A strided input.** Give the launcher every second element of a vector twice as long, `x[::2]`: the same
+# number of elements, but not next to each other in memory. The kernel walks flat memory, so the launcher
+# first copies such an input into a contiguous one (`.contiguous()`, see its docstring above): one more
+# kernel, which reads the strided elements (dragging their unused neighbours through the memory system with
+# them) and writes them again, before the add reads them once more. Count the bytes: the copy reads `2 x BIG`
+# elements' worth and writes `BIG`, then the add moves its `3 x BIG` as before, twice the bytes of the plain
+# add. Expect it **slower** on both GPUs, about twice the time or more: more where the strided copy streams
+# its bytes below the add's rate; in CPU mode the interpreter's add outweighs PyTorch's copy, so expect little
+# difference there.
 
 # %%
 answer = None  # your guess: "faster", "slower" or "same"

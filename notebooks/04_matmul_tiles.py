@@ -345,8 +345,9 @@ print(helpers.ptx_excerpt("matmul_kernel", DEFAULT, H_CC, r"mma", max_lines=6))
 #
 # For each shape we also compute the work (FLOPs, $2MNK$) and the minimum bytes (read $A$ and $B$ once,
 # write $C$ once), on the GPU clock. At one row the weight alone is almost all the bytes and the
-# arithmetic is tiny, so the decode matmul is a memory problem: reading $K \times N$ weights as fast as
-# possible.
+# arithmetic is tiny, so the decode matmul is at best a memory problem: reading $K \times N$ weights as
+# fast as possible. Whether a call this short even gets near that limit, or spends most of its time on its
+# fixed cost, is for the timings to say.
 #
 # One caution about the GB/s below. A CUDA-graph replay runs the same call over and over on the same
 # inputs, and a weight of a few megabytes fits in the GPU's L2 cache (the on-chip cache in front of the
@@ -1006,9 +1007,9 @@ explore(DEFAULT)  # try explore("m16_n128_k64")
 #   way at one row (timed below), so its price is the launch-weighted mean of the two. (Chapter 8 also
 #   prices each kind of call of ours on its own, and lets a token take the longer of host and GPU.) The output below
 #   prints this reading of the two-pass call beside chapter 3's, the same call timed the same way in
-#   chapter 3's process. Where the two differ by more than the spread of chapter 3's own single readings
-#   of that call across its sweep, the last step's price is uncertain by that much; the output below says
-#   whether this chapter's reading lies inside that spread.
+#   chapter 3's process. Where this chapter's reading falls outside the range of chapter 3's own single
+#   readings of that call across its sweep, the last step's price is uncertain by at least the distance to
+#   that range; the output below says whether it lies inside the range.
 # - The launch counts and GPU-busy ms are each swap's own, from the profile.
 #
 # Each replaced linear layer is still one launch per token (PyTorch's is one cuBLAS kernel, ours one Triton
@@ -1545,7 +1546,8 @@ helpers.show(helpers.compare("matmul.").astype(object).fillna("-"))  # "-": not 
 # - What the compiler made decides what a tile can reach: the table shows `tl.dot` as `fma` or tensor-core
 #   `mma` for each GPU, with the registers and shared memory that set how many programs an SM holds.
 # - A matmul with one row does about one flop per byte: far left of the ridge point on the roofline, it is
-#   memory-bound on any GPU, so tensor cores (or their absence) matter at the model shape, not in decoding,
+#   at best memory-bound on any GPU (a call this short can sit far below the memory roof, held by its fixed
+#   cost), so tensor cores (or their absence) matter at the model shape, not in decoding,
 #   unless the tile pads that one row into arithmetic of its own (a 64-row tile on a T4's FMA cores).
 
 # %% [markdown]

@@ -570,17 +570,24 @@ def more_launches_less_time(v):
 
 
 def read_launch_prices():
-    """The host µs per launch of the six measurements, judged: how wide their range is, how much of it is scatter
-    within one version (the same call at two shapes), whether "the same range for every version" held, and how
-    each version compares with its own kind of empty launch from chapter 2."""
+    """The host µs per launch of the six measurements, judged: how wide their range is, how far single readings
+    scatter (the same call read at two shapes with the same launches: its price ratio is its host time's ratio),
+    whether "the same range for every version" held, and how each version compares with its own kind of empty
+    launch from chapter 2. A version whose launch count changes with the shape changes its price per launch with
+    it, so its two prices are no measure of scatter."""
     price = {(r["shape"], r["version"]): r[PER_LAUNCH] for _, r in timing.iterrows()}
     lo_at, hi_at = min(price, key=price.get), max(price, key=price.get)
     span = price[hi_at] / price[lo_at]
     by_version = {v: [price[s, v] for s in SHAPES] for v in VERSIONS}
-    within = {v: max(p) / min(p) for v, p in by_version.items()}  # one version, two shapes
-    widest = max(within, key=within.get)
+    counts = {v: [times[s, v].launches for s in SHAPES] for v in VERSIONS}
+    same = [v for v in VERSIONS if len(set(counts[v])) == 1]
+    within = {v: max(by_version[v]) / min(by_version[v]) for v in same}  # one call, two readings
+    widest = max(within, key=within.get) if within else None
     each = "; ".join(f"{NAMES[v]} {min(p):.1f}-{max(p):.1f}" for v, p in by_version.items())
     slow_ours = timing.query("shape == 'qwen' and version == 'slow'")["our launches"].iloc[0]
+    bar = f"the series' {100 * helpers.PREDICTION_BAR:.0f}% bar"
+    weaker = ("The launch explanation holds in a weaker form here: the host time follows the number of launches, "
+              "at a price that depends on what runs around each launch. " if launch_bound else "")
     text = (f"**The price of a launch.** Host time per call over launches per call (the column above) ranged from "
             f"{price[lo_at]:.1f} µs ({NAMES[lo_at[1]]}, {lo_at[0]} shape) to {price[hi_at]:.1f} µs "
             f"({NAMES[hi_at[1]]}, {hi_at[0]} shape), a factor of {span:.2f}; by version, in µs: {each}. Each is one "
@@ -589,28 +596,36 @@ def read_launch_prices():
             + ("its single launch" if times["qwen", "sdpa"].launches == 1 else
                f"its {times['qwen', 'sdpa'].launches:.0f} launches")
             + f", and {slow_ours:.0f} of the per-head loop's "
-            f"{times['qwen', 'slow'].launches:.0f} launches are ours, each run through our launchers' Python. ")
+            f"{times['qwen', 'slow'].launches:.0f} launches are ours, each run through our launchers' Python. "
+            + "".join(f"{OWNER[v][0].upper() + OWNER[v][1:]} launch count changes with the shape "
+                      f"({' and '.join(f'{n:.0f}' for n in counts[v])} launches at the {' and '.join(SHAPES)} shapes, "
+                      f"in {' and '.join(f'{host(s, v):.4f}' for s in SHAPES)} {HOST.removesuffix(' per call')}), "
+                      "and its price per launch changes with it: its two prices measure no scatter. "
+                      for v in VERSIONS if v not in same))
     if span <= 1 + helpers.PREDICTION_BAR:
-        text += (f"Within the series' {100 * helpers.PREDICTION_BAR:.0f}% bar, every version paid about the same "
-                 "price per launch, as the launch explanation expects. ")
+        text += (f"Within {bar}, every version paid about the same price per launch, as the launch explanation "
+                 "expects. ")
+    elif widest is None:
+        text += (f"That is wider than {bar}, but no version ran the same launches at both shapes, so these six "
+                 "readings do not measure their own scatter and cannot say whether the versions pay different "
+                 "prices per launch; that needs repeated readings, as chapter 2 took for its empty launches. ")
     elif within[widest] > 1 + helpers.PREDICTION_BAR:
-        # the same call, read at two shapes, already differs beyond the bar: the readings scatter
-        fewer_cost_more = [v for v in VERSIONS if len({times[s, v].launches for s in SHAPES}) > 1
+        # the same call, read at two shapes with the same launches, already differs beyond the bar: readings scatter
+        fewer_cost_more = [v for v in VERSIONS if v not in same
                            and (times["blog", v].launches - times["qwen", v].launches)
                            * (host("blog", v) - host("qwen", v)) < 0]
         # a version sets itself apart from another only if its lowest price is further above the other's highest
-        # than one version's own two readings lie apart
+        # than one call's own two readings lie apart
         lowest, highest = ({v: f(by_version[v]) for v in VERSIONS} for f in (min, max))
         dearer = {a: [b for b in VERSIONS if b != a and lowest[a] / highest[b] > within[widest]] for a in VERSIONS}
         apart = {a: bs for a, bs in dearer.items() if bs}
         tied = [(a, b) for i, a in enumerate(VERSIONS) for b in list(VERSIONS)[i + 1:]
                 if b not in dearer[a] and a not in dearer[b]]
-        text += (f"That is wider than the series' {100 * helpers.PREDICTION_BAR:.0f}% bar, but "
+        n = counts[widest][0]
+        text += (f"That is wider than {bar}, but "
                  + ("part" if apart else "much") + " of it lies within "
-                 f"one version: {OWNER[widest]} price differs by a factor of {within[widest]:.2f} between the two "
-                 "shapes"
-                 + (", for the same single launch" if all(times[s, widest].launches == 1 for s in SHAPES) else "")
-                 + ". "
+                 f"one call: {OWNER[widest]} price differs by a factor of {within[widest]:.2f} between the two "
+                 f"shapes, for the same {'single launch' if n == 1 else f'{n:.0f} launches'}. "
                  + "".join(more_launches_less_time(v) for v in fewer_cost_more))
         if apart:
             text += ("Single host readings scatter this much, but the gap between versions is wider: "
@@ -625,17 +640,20 @@ def read_launch_prices():
                         "scatter of each other, and these readings cannot say whether "
                         + ("they pay" if len(tied) == 1 else "those pairs pay")
                         + " different prices per launch; that needs repeated readings, as chapter 2 took for its "
-                          "empty launches. "))
+                          "empty launches. ")
+                     + weaker)
         else:
             text += ("Single host readings scatter this much, so these six prices cannot say whether the versions "
                      "pay different prices per launch; a per-launch price needs repeated readings, as chapter 2 "
                      "took for its empty launches. ")
     else:
-        text += (f"That is wider than the series' {100 * helpers.PREDICTION_BAR:.0f}% bar, while each version's two "
-                 f"shapes agree within it (at most a factor of {within[widest]:.2f}): the versions did not pay one "
-                 "price per launch"
-                 + (", so the launch explanation holds in a weaker form here: the host time follows the number of "
-                    "launches, at a price that depends on what runs around each launch. " if launch_bound else ". "))
+        text += (f"That is wider than {bar}, while "
+                 + (f"{THE[same[0]]}, read at both shapes with the same launches, agrees with itself within it"
+                    if len(same) == 1 else
+                    f"{' and '.join(THE[v] for v in same)}, each read at both shapes with the same launches, agree "
+                    "with themselves within it")
+                 + f" (at most a factor of {within[widest]:.2f}): the versions did not pay one price per launch. "
+                 + weaker)
     ch2 = chapter2_prices()
     if len(ch2) < 3:
         return text + ("Chapter 2's prices of an empty launch are not in this run's results (run chapter 2 first "

@@ -603,19 +603,31 @@ helpers.md(
 # every point"), set beside the predictions made before the measurement.
 
 # %%
+FLAT = "flat"  # no consistent trend, and no step between neighbouring lengths beyond the noise threshold
+MOVED_BOTH_WAYS = "moved both ways"  # no consistent trend, with steps beyond the noise threshold
+
+
+def trend_word(t):
+    """A trend as the judge table words it: read_trend's "grew" or "shrank", and its "no consistent trend" split
+    into a flat line and one that moved both ways beyond the noise (which no flat prediction survives)."""
+    if t.word != "no consistent trend":
+        return t.word
+    return FLAT if t.flat else MOVED_BOTH_WAYS
+
+
 def judge_predictions():
     """The Predict section's expectations against this run's readings: one row each."""
-    expected = {  # what the Predict section expected, as read_trend would word it
+    expected = {  # what the Predict section expected, as read_trend would word it ("flat": Trend.flat)
         "prefill wall ms, original": "grew", "prefill wall ms, all custom": "grew",
-        "wall ms per decoded token, original": "no consistent trend",
-        "wall ms per decoded token, all custom": "no consistent trend",
+        "wall ms per decoded token, original": FLAT,
+        "wall ms per decoded token, all custom": FLAT,
         "time ratio, all custom / original": "shrank",
     }
     rows = []
     for q, w in expected.items():
         if q in trends:
-            rows.append({"quantity": q, "predicted": w, "measured": trends[q].word,
-                         "prediction held": "yes" if trends[q].word == w else "no"})
+            rows.append({"quantity": q, "predicted": w, "measured": trend_word(trends[q]),
+                         "prediction held": "yes" if trend_word(trends[q]) == w else "no"})
         else:
             rows.append({"quantity": q, "predicted": w, "measured": "-", "prediction held": "not judged (no reading)"})
     if dec_verdicts:
@@ -631,7 +643,8 @@ judged = judge_predictions()
 helpers.show(judged)
 held = judged["prediction held"] == "yes"
 helpers.md(f"{int(held.sum())} of the {int(judged['prediction held'].isin(['yes', 'no']).sum())} predictions that "
-           "this run can judge held (a flat line reads as \"no consistent trend\").")
+           f"this run can judge held (\"{FLAT}\": no consistent trend, and no step between neighbouring lengths "
+           f"beyond the noise threshold; \"{MOVED_BOTH_WAYS}\": no consistent trend, with steps beyond it).")
 
 
 def explain_misses(judged):
@@ -642,8 +655,17 @@ def explain_misses(judged):
     verb = lambda t: t.word if t.word != "no consistent trend" else "showed no consistent trend"
     out = []
     for q in ("wall ms per decoded token, original", "wall ms per decoded token, all custom"):
-        if q in missed:
-            out.append(f"*{q}* {verb(trends[q])}, against the prediction: a decode step's context work is small at "
+        if q not in missed:
+            continue
+        t = trends[q]
+        if trend_word(t) == MOVED_BOTH_WAYS:
+            out.append(f"*{q}* moved both ways between neighbouring lengths by more than its noise threshold "
+                       f"({100 * t.verdict.noise:.0f}%), where it was predicted to stay flat ({t.points}). More "
+                       "context should not make a decode step cheaper, so a fall and a rise along the sweep point to "
+                       "the host's drift between the lengths, which these absolute times carry (see *Context or "
+                       "drift?* above) and the per-round ratios cancel.")
+        else:
+            out.append(f"*{q}* {verb(t)}, against the prediction: a decode step's context work is small at "
                        "batch size 1, and these absolute times also carry the host's drift between the lengths "
                        "(see *Context or drift?* above), which this sweep cannot separate from the context.")
     if "time ratio, all custom / original" in missed:

@@ -28,11 +28,11 @@
 #
 # This chapter is the summary of all the others. Every other chapter recorded its measurements with
 # `helpers.record` into a `results.csv` for the hardware it ran on, chapter 9 included: the series runs
-# chapter 9, which wins the speed back, before this one, so that the slowdowns and the fixes can be read
-# side by side here; each ratio was recorded with its quartiles and its verdict ("1.8x slower", or "within
-# noise" where the run could not tell the two apart). One file, `data/catalogue.csv`, lists every result
-# id with its chapter, label, unit and, where the blog gave one, the blog's value. This chapter reads
-# both, and puts three sources side by side:
+# chapter 9, which wins the speed back, before this one, so that the slowdowns and the fixes can be read side
+# by side here; each ratio timed in shuffled rounds was recorded with its quartiles and its verdict ("1.8x
+# slower", or "within noise" where the run could not tell the two apart), and a ratio of single readings
+# without them. One file, `data/catalogue.csv`, lists every result id with its chapter, label, unit and, where
+# the blog gave one, the blog's value. This chapter reads both, and puts three sources side by side:
 #
 # - **yours**: what the chapters recorded on this machine (`runs/<your GPU>/results.csv`);
 # - **H200**: the series' own run on an NVIDIA H200, committed in `figures/h200/results.csv`;
@@ -152,15 +152,15 @@ helpers.md(text)
 # %% [markdown]
 # ## One table for the whole series
 #
-# One row per result of every other chapter (the ones listed above as present), in the catalogue's order,
-# with the catalogue's label and unit; ids with a part in braces (`context.{prompt}.ratio`) get one row
-# per value recorded. Beside each value: for a ratio, the quartiles of its rounds and its verdict, as the
-# chapter recorded them, so that a "within noise" travels with its number. Empty cells mean that source
+# One row per result of every other chapter (the ones listed above as present), in the catalogue's order, with
+# the catalogue's label and unit; ids with a part in braces (`context.{prompt}.ratio`) get one row per value
+# recorded. Beside each value: for a ratio timed in rounds, the quartiles of its rounds and its verdict, as
+# the chapter recorded them, so that a "within noise" travels with its number. Empty cells mean that source
 # has no such number: the blog reports only some of them, the H200 column holds what has been committed so
-# far, and your column fills as you run the chapters. Read the columns as separate stories: absolute
-# numbers move between machines, between two runs of the same GPU type, and even between the chapters of
-# one run (each chapter is its own process, and at batch size 1 the host's speed sets the pace), so
-# compare ratios measured within one comparison rather than raw numbers across chapters or columns.
+# far, and your column fills as you run the chapters. Read the columns as separate stories: absolute numbers
+# move between machines, between two runs of the same GPU type, and even between the chapters of one run (each
+# chapter is its own process, and at batch size 1 the host's speed sets the pace), so compare ratios measured
+# within one comparison rather than raw numbers across chapters or columns.
 #
 # The blog's kernel times (its add, matmul and attention ms, and its kernel ratios) are **not GPU time**,
 # even on rows whose label names GPU time: the blog timed them with `triton.testing.do_bench`, which
@@ -1109,15 +1109,14 @@ def read_fixes(fixes, original_ms, source):
     if source == YOURS and comparison is not None and fixes.index[0] in comparison.ratios:  # timed here too
         r, theirs = comparison.ratios[fixes.index[0]], start["x the original"]
         mine, chapter9_ms = profiles[fixes.index[0]].wall_ms_per_token, start["wall ms per decoded token"]
-        moved = helpers.verdict(chapter9_ms / mine)  # one value each: words only where it stands out
+        # raw wall times of two processes move with the host (lesson 3): a difference, no verdict
         text += (f"This chapter's own comparison, another process, measured *{fixes.index[0]}* at {r.median_text}x the "
                  f"original's wall time per generation (quartiles {r.quartiles}), {mine:.2f} wall ms per decoded "
                  f"token; chapter 9's {four(theirs)}x lies {'inside' if r.low <= theirs <= r.high else 'outside'} "
                  f"those quartiles, and its {chapter9_ms:.2f} wall ms per decoded token lie "
-                 + (f"{abs(chapter9_ms - mine):.2f} wall ms {'above' if chapter9_ms > mine else 'below'} this "
-                    f"chapter's ({moved.text}, one value each)" if moved.real else
-                    f"within noise of this chapter's ({moved.reason})")
-                 + ". This section subtracts only chapter 9's own numbers. ")
+                 f"{abs(chapter9_ms - mine):.2f} wall ms {'above' if chapter9_ms > mine else 'below'} this chapter's: "
+                 "raw times of two processes, which move with the host (lesson 3), so the difference carries no "
+                 "verdict. This section subtracts only chapter 9's own numbers. ")
     parts = []
     for name, r in fixes.iloc[1:].iterrows():
         v = r["verdict against the step before"]
@@ -1379,8 +1378,8 @@ if (g := have("attention.sdpa_ms", "attention.slow_ms", "attention.slow_launches
         text = (f"**{title}** A Python loop over heads, {launches.value:.0f} launches per call, took {host_times} "
                 f"SDPA's time on the host's clock, the clock that pays for launches ({h_slow.value:.3f} against "
                 f"{h_sdpa.value:.4f} host ms per call, one reading each, so no verdict). In {clock}{replayed}, it was "
-                f"{against(w, r, 'SDPA')}: about {per_kernel_us:.1f} µs of {clock} per kernel, the time each small "
-                f"kernel takes to start, run and finish, whatever its work (recorded by chapter 5, {s}).")
+                f"{against(w, r, 'SDPA')}: about {per_kernel_us:.1f} µs of {clock} per kernel of the loop, each "
+                f"kernel's start, run and finish together (recorded by chapter 5, {s}).")
     else:
         title = ("Many small kernels cost the GPU too." if w.endswith("slower") else
                  "Launch count did not set the price here.")
@@ -1794,8 +1793,8 @@ result = helpers.check_answer(answer, cmp.ratios["two-pass"], cmp.floor,
 # (`SIZES.add_sweep[2]`): one launch each, so the budget's host prices them alike. On the GPU's own clock,
 # though, the bytes are not free: at full size the add reads two vectors and writes one, 24 KB in float16 at
 # 4,096 elements and 393 KB at 65,536. Next to a kernel's fixed cost of a few µs of GPU time (the lesson on
-# launch counts), moving 393 KB takes a fraction of a µs on an H200 (about 4.8 TB/s), and more than a µs on a
-# T4 (320 GB/s).
+# launch counts), moving 393 KB takes a fraction of a µs of GPU time on an H200 (about 4.8 TB/s, a bound from
+# the nominal bandwidth), and more than a µs on a T4 (320 GB/s).
 # Expect **slower**: slightly on a large GPU, where the result may sit near the verdict's threshold (the
 # series' 5%, or wider where the check's own A/A floor widens it; the check says so when it does), clearly on
 # a small one. (In CPU mode the interpreter works through sixteen

@@ -41,8 +41,10 @@
 #
 # 1. **fast attention**: one grouped-query decode kernel instead of three launches of ours per query head
 #    (plus PyTorch's own kernels around them: the price list counts every kernel). It is
-#    *split-KV flash-decoding*: the cached keys are cut into chunks that separate programs read in parallel,
-#    and a second, small launch combines their partial results (exercise 2 below times it without the split);
+#    *split-KV flash-decoding*: once the cache holds enough keys, they are cut into chunks that separate
+#    programs read in parallel, and a second, small launch combines their partial results; with fewer keys,
+#    as in this chapter's short generations, it is one launch (the launch count below says when it splits;
+#    exercise 2 times it without the split);
 # 2. **fused RMSNorm**: every RMSNorm in one launch instead of two;
 # 3. **matrix-vector projections**: at decode the projections multiply a single row, so a small-M kernel
 #    (a *gemv*, matrix times vector) replaces the 64 x 64 tiled matmul; then (3b) the MLP fused: gate and up
@@ -379,10 +381,11 @@ helpers.md(read_agreement(first, first_graph, N, float(chapter6_rows["value"].il
 # the prices see the same host as the wall times. After the rounds, `profile=True` counts each configuration's
 # kernels and GPU-busy time per decoded token with `torch.profiler`.
 #
-# Two clocks, named wherever a time appears: **wall** is the host's clock (synchronised) per decoded token
-# or per generation, what a user waits for; **GPU-busy** is the profiler's summed kernel time per decoded
-# token, what the GPU worked. Every ratio below is a time ratio (above 1: slower), the median of per-round
-# ratios, with its verdict against the A/A floor (`helpers.verdict`).
+# Two clocks for the rounds: **wall** is the host's clock (synchronised) per decoded token or per generation,
+# what a user waits for; **GPU-busy** is the profiler's summed kernel time per decoded token, what the GPU
+# worked. The prices are host µs per call, and later cells name their own clocks (GPU time of a CUDA-graph
+# replay, a trace's µs) where they appear. Every ratio below is a time ratio (above 1: slower), the median of
+# per-round ratios, with its verdict against the A/A floor (`helpers.verdict`).
 
 # %%
 with warnings.catch_warnings():
@@ -1295,7 +1298,7 @@ if timelines:
 # kernel that reads something twice shows it as a lower bandwidth). The reading is the achieved bandwidth,
 # bytes / GPU time, against the nominal peak.
 #
-# In the figure, points that sit close together (the gemvs all near 1 flop per byte and a few TFLOP/s)
+# In the figure, points that sit close together (the gemvs all near 1 flop per byte and 1-3 TFLOP/s)
 # would stack their labels, so each label is moved up or down, one line at a time, nearest place first,
 # until it clears the labels placed before it, and a thin line ties it to its point. A label can therefore
 # sit well above or below its point, beside another kernel's marker. Follow the line from a label to its point, and
@@ -1664,12 +1667,12 @@ helpers.md("\n".join(lines))
 
 # %% [markdown]
 # The lessons of the slow chapters hold in reverse. At batch size 1 the host's launches set most of a token's
-# wall time, so the fixes that remove launches (the attention loop first, then fusions) are the ones to expect to
-# win back the most; the staircase's table says which did here. The launch budget is a first estimate, not a
-# law: it prices each of our calls, and each of the original's that it replaces, by what it costs on its
-# own, times one in-situ factor fitted on the all-custom model, and it lets the token take the longer of
-# host and GPU, so a fix that cuts GPU work while the host still sets the pace, as the matrix-vector
-# projections do, is credited only with what it changes on
+# wall time, so the fixes that remove launches (the attention loop first, then the CUDA graph that leaves one
+# launch per token, then the fusions) are the ones to expect to win back the most; the staircase's table says
+# which did here. The launch budget is a first estimate, not a law: it prices each of our calls, and each of
+# the original's that it replaces, by what it costs on its own, times one in-situ factor fitted on the
+# all-custom model, and it lets the token take the longer of host and GPU, so a fix that cuts GPU work while
+# the host still sets the pace, as the matrix-vector projections do, is credited only with what it changes on
 # the host's side (the tables of each step's own saving and of the price list above say how well that held).
 # Once the host launches one graph per token, what remains is the GPU's own work, and only better kernels
 # bring it down towards the weight-read floor. Every number above is your own run's: rerun the chapter, on

@@ -1084,6 +1084,18 @@ def test_a_trend_ignores_steps_inside_the_noise():
     assert helpers.read_trend(rows, along="the rows").word == "grew"
 
 
+def test_a_flat_line_is_told_from_one_that_moved_both_ways():
+    """Chapter 7's flat predictions: "no consistent trend" is flat only when no step between neighbours went beyond
+    the noise threshold (its H200 run: 30.1, 23.2, 19.8, 33.1 wall ms, a fall and a rise, is not flat)."""
+    R = helpers.Ratio.of
+    both_ways = helpers.read_trend({128: R([30.1]), 256: R([23.2]), 512: R([19.8]), 1024: R([33.1])}, unit="ms")
+    assert both_ways.word == "no consistent trend" and not both_ways.flat
+    flat = helpers.read_trend({128: R([30.1]), 256: R([29.5]), 512: R([30.4]), 1024: R([30.0])}, unit="ms")
+    assert flat.word == "no consistent trend" and flat.flat
+    grew = helpers.read_trend({128: R([30.0]), 256: R([31.0]), 512: R([32.0]), 1024: R([33.0]), 2048: R([34.0])})
+    assert grew.word == "grew" and not grew.flat  # small steps that add up to a trend: not flat either
+
+
 def test_the_noisier_floor_is_the_one_furthest_from_1():
     R = helpers.Ratio.of
     near, below, above = R([1.01]), R([0.88]), R([1.1])
