@@ -173,7 +173,7 @@ helpers.md("\n".join([
     ("- **Device memory** is the GPU's main memory (HBM or GDDR6, above): "
      f"{across(lambda s: s['memory (GiB)'], ' GiB')}. Its **bandwidth** is the rate at which kernels can "
      f"read and write it: {across(lambda s: s['memory bandwidth (GB/s, nominal)'], ' GB/s')} (nominal). "
-     "The least time to read one gigabyte is therefore: "
+     "The least time to read one gigabyte is therefore, in GPU time (a bound from the nominal bandwidth): "
      f"{across(lambda s: 1e3 / s['memory bandwidth (GB/s, nominal)'], ' ms')}."),
     ("- **Tensor cores** are units in each SM that multiply small matrices in one instruction (`mma`), fp16 "
      f"in and fp32 accumulated: {across(lambda s: s['fp16 tensor-core TFLOP/s (nominal)'], ' TFLOP/s')} "
@@ -799,7 +799,7 @@ CPU_CLOCK = "wall time of PyTorch on the CPU (CPU mode)"  # no Triton kernel her
 # %%
 add_bytes = 3 * SIZES.add_n * 2  # read x and y, write the sum, 2 bytes per fp16 number (the GPUs' dtype)
 helpers.md(f"This add moves {add_bytes / 1e6:.3g} MB ({SIZES.add_n:,} elements, in fp16). At nominal bandwidth "
-           "that takes "
+           "that takes, in GPU time (a bound, not a measurement), "
            f"{across(lambda s: add_bytes / (s['memory bandwidth (GB/s, nominal)'] * 1e9) * 1e6, ' µs')}; half the "
            "vectors, half of that. The L2 caches hold "
            f"{across(lambda s: s['L2 (MiB)'], ' MiB')}.")

@@ -327,7 +327,7 @@ else:
               f"{moved / (nominal * 1e9) * 1e6:.3g} µs of GPU time")
     elif nominal:
         print(f"replayed back to back, the call finds its tensors in L2: the main memory's nominal {nominal} GB/s "
-              f"({moved / (nominal * 1e9) * 1e6:.3g} µs for these bytes) is no floor for it")
+              f"({moved / (nominal * 1e9) * 1e6:.3g} µs of GPU time for these bytes) is no floor for it")
 
 # %% [markdown]
 # ### Two clocks
@@ -771,8 +771,8 @@ def spread_reading() -> str:
         rest = [h for size, h in reads.items() if size != far]
         farthest.add(far)
         spreads.append((scatter(list(reads.values())), scatter(rest)))
-        parts.append(f"{WHO[v]} read {span(reads.values())} µs at its {len(reads)} launch-bound sizes, around a "
-                     f"median of {num(middle)} µs; farthest from it at {size_list([far])} ({num(reads[far])} µs)"
+        parts.append(f"{WHO[v]} read {span(reads.values())} host µs at its {len(reads)} launch-bound sizes, around "
+                     f"a median of {num(middle)} µs; farthest from it at {size_list([far])} ({num(reads[far])} µs)"
                      + (", a single reading without it" if len(rest) < 2 else
                         f", {num(scatter(rest))} µs apart without it"))
     if not parts:
@@ -781,9 +781,9 @@ def spread_reading() -> str:
     out = size_list(sorted(farthest)) if len(farthest) == 1 else "each version's farthest reading"
     readings_out = f"the readings at {out}" if len(farthest) == 1 else out
     widest, without = max(w for w, _ in spreads), max(r for _, r in spreads)
-    text = (f"Here {'; '.join(parts)}. The widest spread is {num(widest)} µs, "
-            f"{f'{num(without)} µs' if without else 'none'} without {out}; the two empty launches differ by "
-            f"{num(gap)} µs, ")
+    text = (f"Here {'; '.join(parts)}. The widest spread is {num(widest)} host µs, "
+            f"{f'{num(without)} µs' if without else 'none'} without {out}; the two empty launches' prices differ by "
+            f"{num(gap)} host µs, ")
     if gap > widest:
         return text + f"more than either, so the ranking does not rest on {readings_out}."
     if gap <= without or without == 0.0:  # no spread left without that reading: no ranking either

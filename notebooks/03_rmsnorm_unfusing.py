@@ -583,7 +583,7 @@ def blog_direction_reading() -> str:
                        f"({two_pass_main.reason}). ")
     host_ratio = host_ms("two_pass", R) / host_ms("torch", R)  # one reading each: a direction only beyond 5%
     host_same = direction(helpers.verdict(host_ratio)) == ours
-    readings = f"{num(1e3 * host_ms('two_pass', R))} against {num(1e3 * host_ms('torch', R))} µs per call"
+    readings = f"{num(1e3 * host_ms('two_pass', R))} against {num(1e3 * host_ms('torch', R))} host µs per call"
     # a single host reading points a direction only where the two differ by more than single readings of one call
     # scatter across the sweep; within that scatter it only leans
     gap_us = 1e3 * abs(host_ms("two_pass", R) - host_ms("torch", R))
@@ -973,7 +973,7 @@ def chapter2_prices():
 def chapter2_ranking(ch2) -> str:
     """Chapter 2's two prices side by side, one host reading of each, and when chapter 2 ranked them."""
     gap = ch2["ours"] - ch2["torch"]
-    text = (f"The empty Triton launch cost {num(abs(gap))} µs "
+    text = (f"The empty Triton launch cost {num(abs(gap))} host µs "
             f"{'more' if gap > 0 else 'less'} than the one-element PyTorch op, one reading of each (no rounds, no "
             "verdict); chapter 2 ranked them only where that gap exceeded the spread of its own single host "
             "readings. ")
@@ -981,7 +981,7 @@ def chapter2_ranking(ch2) -> str:
         more = ch2["add_us"] > ch2["torch"]
         text += (f"Its real `torch.add` at its headline size (`add.host_torch_ms`, one reading too, and a single "
                  "reading moves: chapter 2's sweep shows how far) cost "
-                 f"{num(ch2['add_us'])} µs per call, "
+                 f"{num(ch2['add_us'])} host µs per call, "
                  f"{'more' if more else 'less'} than that one-element op"
                  + ("" if more else ": a one-element op is no floor for the price of a PyTorch launch") + ". ")
     return text
@@ -1011,7 +1011,8 @@ if helpers.HAS_GPU:
         f"{num(500 * sweep['two_pass_host_ms'].min())} to {num(500 * sweep['two_pass_host_ms'].max())} µs per "
         "launch (the host-time prediction above reads whether such readings stayed flat, followed the rows or "
         "scattered). "
-        + (f"Chapter 2 recorded {num(CH2['torch'])} µs for a one-element PyTorch op and {num(CH2['ours'])} µs for "
+        + (f"Chapter 2 recorded {num(CH2['torch'])} host µs for a one-element PyTorch op and {num(CH2['ours'])} µs "
+           "for "
            f"an empty Triton launch (single readings too, {helpers.recorded_when(CH2['time'], helpers.STARTED, 2)}): "
            "the price of a bare launch. " + chapter2_ranking(CH2) + "The prediction below takes chapter 2's prices, and sets "
            "the ones read here beside them as a check. " if CH2 else
@@ -1114,7 +1115,7 @@ if before.launches_per_token is not None:
     removed = before.launches - (after.launches - after.project_launches_per_token)  # PyTorch launches gone
     origin = (f"chapter 2's ({helpers.recorded_when(CH2['time'], helpers.STARTED, 2)})" if CH2 else
               "those read here (chapter 2's are not in this run)")
-    print(f"prices for the prediction, {origin}, host clock: {budget.torch_us:.1f} µs per PyTorch launch, "
+    print(f"prices for the prediction, {origin}, host clock: {budget.torch_us:.1f} host µs per PyTorch launch, "
           f"{budget.ours_us:.1f} µs per launch of ours")
     print(f"{'check, prices' if CH2 else 'prices'} read in this process: PyTorch ({before.wall_ms_per_token:.2f} - "
           f"{before.gpu_busy_ms_per_token:.2f}) wall ms per token / {before.launches:,.0f} launches = "
@@ -1124,8 +1125,8 @@ if before.launches_per_token is not None:
              if CH2 else ""))
     busy_change = after.gpu_busy_ms_per_token - before.gpu_busy_ms_per_token
     print(f"predicted wall ms per decoded token with the swap: {before.wall_ms_per_token:.2f} (the original, "
-          f"measured) - {removed:,.0f} x {budget.torch_us:.1f} µs + {after.project_launches_per_token:,.0f} x "
-          f"{budget.ours_us:.1f} µs {'-' if busy_change < 0 else '+'} {abs(busy_change):.2f} GPU-busy ms = "
+          f"measured) - {removed:,.0f} x {budget.torch_us:.1f} host µs + {after.project_launches_per_token:,.0f} x "
+          f"{budget.ours_us:.1f} host µs {'-' if busy_change < 0 else '+'} {abs(busy_change):.2f} GPU-busy ms = "
           f"{predicted_ms:.2f} wall ms, a time ratio of {predicted_ratio:.3f} to the original")
     if CH2:
         print(f"the check's prediction, with the prices read here: {check_ms:.2f} wall ms per decoded token "
@@ -1220,14 +1221,17 @@ text = (
 )
 if swap_verdict.real:
     text += (f"The difference stands out of this run's noise (more than {100 * swap_verdict.noise:.0f}% from 1, "
-             "with the middle half of the rounds on one side). ")
+             "with the middle half of the rounds on one side)"
+             + (f", though it lies near {swap_verdict.threshold_text}: another run may call it the other way. "
+                if swap_verdict.near_threshold else ". "))
 else:
     text += (f"This run cannot tell the two models' tokens/s apart ({swap_verdict.reason}), so there is no "
              "difference in tokens/s here to explain. ")
 text += (f"Per decoded token (prefill excluded, the same rounds), the wall time went from "
          f"{before.wall_ms_per_token:.2f} to {after.wall_ms_per_token:.2f} wall ms, a per-round ratio of "
          f"{beside_bar(per_token.median, per_token_verdict)} ({per_token.quartiles}): **{per_token_verdict.text}**"
-         + ("" if per_token_verdict.real else f" ({per_token_verdict.reason})") + ". ")
+         + ("" if per_token_verdict.real else f" ({per_token_verdict.reason})")
+         + (f", near {per_token_verdict.threshold_text}" if per_token_verdict.near_threshold else "") + ". ")
 if before.launches_per_token is not None:
     delta = after.launches_per_token - before.launches_per_token
     per_norm = 2 - delta / n_norms  # PyTorch kernels per RMSNorm, from the two launch counts
@@ -1241,7 +1245,7 @@ if before.launches_per_token is not None:
     error = predicted_ms / after.wall_ms_per_token - 1
     bar = helpers.PREDICTION_BAR
     source = "chapter 2's launch prices" if CH2 else "the launch prices read in this chapter"
-    text += (f"**The prediction, revisited.** With {source} ({budget.torch_us:.1f} µs per PyTorch launch, "
+    text += (f"**The prediction, revisited.** With {source} ({budget.torch_us:.1f} host µs per PyTorch launch, "
              f"{budget.ours_us:.1f} µs per launch of ours), the launch-budget model predicted **{predicted_ms:.2f}** "
              f"wall ms per decoded token with the swap; the rounds measured **{after.wall_ms_per_token:.2f}**: an "
              f"error of {100 * error:+.0f}%. Judged on the total (within the {100 * bar:.0f}% bar, "
@@ -1266,7 +1270,7 @@ if before.launches_per_token is not None:
     if CH2:
         check_error = check_ms / after.wall_ms_per_token - 1
         text += (f"**The check**: priced instead with what this chapter read in its own process "
-                 f"({check.torch_us:.1f} µs per PyTorch launch, an average over the rounds, "
+                 f"({check.torch_us:.1f} host µs per PyTorch launch, an average over the rounds, "
                  f"{check.torch_us / budget.torch_us:.2f}x chapter 2's; {check.ours_us:.1f} µs per launch of ours, "
                  f"one host reading of a two-pass call, {check.ours_us / budget.ours_us:.2f}x chapter 2's), the "
                  f"prediction would be {check_ms:.2f} wall ms per decoded token: "

@@ -1134,8 +1134,9 @@ for name, p in profiles.items():
         row.update({"predicted wall ms per decoded token": f"{predicted[name]:.2f}", "error %": f"{error:+.1f}"})
     per_token.append(row)
 print(f"per decoded token: wall ms from the rounds ({orig.note}); kernels and GPU-busy ms from torch.profiler"
-      + (f"; price of a PyTorch launch from the original: ({orig.wall_ms_per_token:.2f} - "
-         f"{orig.gpu_busy_ms_per_token:.2f}) ms / {orig.launches:.0f} = {torch_us:.1f} µs" if predicted else ""))
+      + (f"; price of a PyTorch launch from the original: ({orig.wall_ms_per_token:.2f} wall ms - "
+         f"{orig.gpu_busy_ms_per_token:.2f} GPU-busy ms) / {orig.launches:.0f} = {torch_us:.1f} host µs"
+         if predicted else ""))
 helpers.show(pd.DataFrame(per_token).fillna("").set_index("configuration"))
 
 # %%
@@ -1265,7 +1266,8 @@ def read_increments():
         parts.append(f"{name} over {before}: predicted {pred_change:+.2f} wall ms "
                      f"({pred_v.text}), measured {change:+.2f} wall ms ({pct:+.1f}% on the step before's reading "
                      "in the table; per decoded token, the median of the per-round ratios to it: "
-                     + (meas_v.text if meas_v.real else
+                     + (f"{decode_over_previous(name, before).median_text}, {meas_v.text}"
+                        + (f", near {meas_v.threshold_text}" if meas_v.near_threshold else "") if meas_v.real else
                         f"{decode_over_previous(name, before).median_text}, within noise; {meas_v.reason}")
                      + f"): {how}")
     n = len(parts)
@@ -1395,10 +1397,11 @@ if predicted:
         text += (f"For {name} the prediction was {off_by(predicted[name], p.wall_ms_per_token)} the measurement"
                  + (f", outside the {100 * PREDICTION_BAR:.0f}%" if name not in hits else "")
                  + f": its {p.launches - ours:.0f} PyTorch "
-                 f"launches at {b.torch_us:.1f} µs make {torch_part:.2f} ms of host time per token and its GPU-busy "
-                 f"time is {p.gpu_busy_ms_per_token:.2f} ms, so to match the measurement each of its {ours:.0f} "
-                 f"launches of ours would cost {implied_us:.1f} µs inside `generate()`, against the "
-                 f"{b.ours_us:.1f} µs of host time per launch measured in a loop of calls on their own: {gap_ms:.2f} ms per token "
+                 f"launches at {b.torch_us:.1f} host µs make {torch_part:.2f} ms of host time per token and its "
+                 f"GPU-busy time is {p.gpu_busy_ms_per_token:.2f} ms, so to match the measurement each of its "
+                 f"{ours:.0f} launches of ours would cost {implied_us:.1f} host µs inside `generate()`, against the "
+                 f"{b.ours_us:.1f} µs of host time per launch measured in a loop of calls on their own: "
+                 f"{gap_ms:.2f} wall ms per token "
                  + ("that the budget does not see" if implied_us > b.ours_us else "that the budget counts and the "
                     "model does not spend")
                  + ", if PyTorch's launches kept the original's price. ")

@@ -811,7 +811,8 @@ if sdpa_fast_enough is False:
     achieved = KV_BYTES[sh] / (gpu(sh, "sdpa") * 1e-3) / 1e9
     floor_us = max(KV_BYTES[sh] / (NOMINAL * 1e3), KERNEL_FLOOR_US)
     text += (f"SDPA's GPU time was paced neither by its bytes nor by a kernel's floor alone: on the {sh} shape it "
-             f"read {KV_BYTES[sh] / 2**20:.1f} MiB of K and V in {1e3 * gpu(sh, 'sdpa'):.2f} µs, {achieved:,.0f} GB/s, "
+             f"read {KV_BYTES[sh] / 2**20:.1f} MiB of K and V in {1e3 * gpu(sh, 'sdpa'):.2f} GPU µs, "
+             f"{achieved:,.0f} GB/s, "
              f"{100 * achieved / NOMINAL:.0f}% of the nominal {NOMINAL:,} GB/s, and "
              f"{1e3 * gpu(sh, 'sdpa') / floor_us:.1f}x the larger floor ({floor_us:.2f} µs). A fused attention kernel "
              "does more in sequence than stream K and V: per query head it computes the scores, a running maximum "
@@ -948,8 +949,9 @@ for name, p in (("original", profile_original), (SLOW, profile_custom)):
     rows.append(row)
 print(f"wall ms per decoded token: {profile_custom.note}"  # in CPU mode the note says what the launches count
       + (f"; launches and GPU-busy ms: {helpers.launch_note()}" if helpers.HAS_GPU else "")
-      + (f"; price of a PyTorch launch from the original: ({profile_original.wall_ms_per_token:.2f} - "
-         f"{profile_original.gpu_busy_ms_per_token:.2f}) ms / {profile_original.launches:,.0f} = {torch_us:.1f} µs"
+      + (f"; price of a PyTorch launch from the original: ({profile_original.wall_ms_per_token:.2f} wall ms - "
+         f"{profile_original.gpu_busy_ms_per_token:.2f} GPU-busy ms) / {profile_original.launches:,.0f} = "
+         f"{torch_us:.1f} host µs"
          if budget is not None else ""))
 helpers.show(pd.DataFrame(rows).set_index("model"))
 
@@ -984,15 +986,15 @@ if budget is not None:
         ours = profile_custom.project_launches_per_token
         torch_part = (profile_custom.launches - ours) * torch_us / 1e3
         implied_us = (measured_ms - profile_custom.gpu_busy_ms_per_token - torch_part) * 1e3 / ours
-        text += (f"With its {profile_custom.launches - ours:,.0f} PyTorch launches at {torch_us:.1f} µs "
+        text += (f"With its {profile_custom.launches - ours:,.0f} PyTorch launches at {torch_us:.1f} host µs "
                  f"({torch_part:.2f} ms of host time) and {profile_custom.gpu_busy_ms_per_token:.2f} GPU-busy ms, the "
-                 f"measurement leaves {implied_us:.1f} µs per launch of ours inside `generate()`, against the "
+                 f"measurement leaves {implied_us:.1f} host µs per launch of ours inside `generate()`, against the "
                  f"{ours_us:.1f} µs of host time per launch measured for the loop on its own: "
-                 f"{abs(implied_us - ours_us) * ours / 1e3:.2f} ms per token that the budget "
+                 f"{abs(implied_us - ours_us) * ours / 1e3:.2f} wall ms per token that the budget "
                  + ("does not see" if implied_us > ours_us else "counts and the model does not spend")
                  + f". (The loop's price spreads its host time over all {qwen_slow.launches:.0f} of its launches, "
                  f"{qwen_slow.launches - qwen_slow_ours:.0f} of them PyTorch's, which the budget prices at "
-                 f"{torch_us:.1f} µs instead.) ")
+                 f"{torch_us:.1f} host µs instead.) ")
     text += (f"Of the predicted time, {budget.host_ms(profile_custom):.2f} ms are host work "
              f"({profile_custom.launches - profile_custom.project_launches_per_token:,.0f} PyTorch launches at "
              f"{torch_us:.1f} µs, {profile_custom.project_launches_per_token:,.0f} of ours at {ours_us:.1f} µs) and "

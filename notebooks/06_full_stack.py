@@ -539,7 +539,7 @@ def judge_predictions(expected_ours, attention_loop, original, custom):
                      f"missed: {100 * share:.0f}% of the added wall time, not under 50%")
         if rise > 0:
             per_launch = 1e3 * (extra_wall - extra_busy) / rise
-            wait_measured = f"{per_launch:.1f} µs"
+            wait_measured = f"{per_launch:.1f} host µs (wall - GPU-busy)"
             wait_held = ("held" if 10 <= per_launch < 100 else
                          f"missed: {per_launch:.1f} µs is {'under 10' if per_launch < 10 else 'over 100'} µs")
         else:

@@ -728,8 +728,8 @@ else:
     prefill_words = (f"Against the prediction that it would grow, the original's prefill {pre_o.text}; the prefill's "
                      f"A/A floors: {floor_words(pre_floors)}. "
                      "Its work grows with the prompt, but its kernel count does not; for its wall time to follow, "
-                     "the extra work has to outweigh the time spent launching, and over these lengths it did not "
-                     "by the series' rule." + prefill_against_decode(launch_bound_only=True))
+                     "the extra work has to outweigh the time spent launching, and over these lengths the series' "
+                     "rule found no growth it could tell from noise." + prefill_against_decode(launch_bound_only=True))
 helpers.md(
     f"- **Prefill.** {prefill_words} "
     + ("The custom model's prefill" if pre_c.word == "grew" else

@@ -740,7 +740,7 @@ def read_predictions(judged: pd.DataFrame, source: str) -> str:
                  "describes. The graph rule applied to it anyway gives "
                  f"{profiles[n].gpu_busy_ms_per_token:.3f} GPU-busy ms + {helpers.table_number(profiles[n].launches)} "
                  f"kernels x {GAP_US:.3f} GPU µs = {rule:.3f} "
-                 f"wall ms, against {measured:.3f} wall ms measured ({helpers.signed_pct(judged.loc[n, 'error %'])}, "
+                 f"predicted wall ms, against {measured:.3f} wall ms measured ({helpers.signed_pct(judged.loc[n, 'error %'])}, "
                  "counted in neither tally)"
                  + (f": {measured - rule:.3f} wall ms per token lie outside its kernels and their graph gaps, the time "
                     "that rule leaves out." if measured > rule else "."))
@@ -1352,7 +1352,8 @@ if helpers.HAS_GPU and helpers.SLUG in helpers.NOMINAL_TFLOPS:
     roof = pd.DataFrame(roof_rows)
     helpers.plot_roofline(roof, name="faster_roofline")
     plt.show()
-    helpers.show(roof.set_index("label").drop(columns=["flops"]))
+    helpers.show(roof.set_index("label").drop(columns=["flops"])
+                 .rename(columns={"gpu_ms": "GPU ms per call (CUDA-graph replay)"}))
 else:
     roof = None
     helpers.md("CPU mode: a roofline needs a GPU's clock and its nominal bandwidth and compute "
@@ -1551,7 +1552,7 @@ else:  # the interpreter's ratios say nothing about a GPU: the committed H200 ru
                      decoder_of(n) == "graph")
                  for n in t4_names if f"faster.{tag(n)}.vs_original" in h200_values}
 text = (f"The T4's weight-read floor: {T4_BYTES / 1e9:.2f} GB of Qwen3-0.6B weights (float16) / "
-        f"{helpers.NOMINAL_GB_S['t4']} GB/s = {1e3 / T4_FLOOR_TPS:.2f} ms per token, at most "
+        f"{helpers.NOMINAL_GB_S['t4']} GB/s = {1e3 / T4_FLOOR_TPS:.2f} floor ms per token (a bound), at most "
         f"**{T4_FLOOR_TPS:.0f} tokens/s**. The blog's T4 original: {BLOG_TPS:.2f} tokens/s. ")
 if t4_points:
     t4 = t4_estimate(t4_points, t4_gb_s, BLOG_TPS, T4_BYTES)
