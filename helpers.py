@@ -2383,8 +2383,9 @@ class Trend:
     change: Ratio   # last point over first, with the widest quartile bounds
     verdict: Verdict
     points: str             # every point's median, "128: 4.10x, 256: ..."
-    flat: bool = False      # no consistent trend, and every step between neighbouring points inside the noise
-                            # threshold: a flat line (a "no consistent trend" that moved both ways is not flat)
+    flat: bool = False      # no consistent trend, every step between neighbouring points inside the noise
+                            # threshold, and all the points within it of each other: a flat line
+    both_ways: bool = False  # steps beyond the noise threshold in both directions (a fall and a rise, or the reverse)
 
 
 def read_trend(points: dict, floors: dict | None = None, unit: str = "x", along: str = "the context") -> Trend:
@@ -2398,7 +2399,8 @@ def read_trend(points: dict, floors: dict | None = None, unit: str = "x", along:
     (last over first, with the widest quartile bounds the two points allow, against the noisier end's A/A
     floor). A step against the trend but inside the noise is named in the reading ("at every step" only
     when no step went the other way). Otherwise "no consistent trend", with the reason; ``Trend.flat`` then says
-    whether the line was flat (every step inside the noise threshold) or moved both ways beyond it.
+    whether the line was flat (every step inside the noise threshold, every point within it of every other) and
+    ``Trend.both_ways`` whether it stepped beyond the threshold both ways (neither: it moved, but not clearly).
     """
     lengths = sorted(points)
     first, last = points[lengths[0]], points[lengths[-1]]
@@ -2409,7 +2411,8 @@ def read_trend(points: dict, floors: dict | None = None, unit: str = "x", along:
     # a step smaller than the noise threshold is flat: it neither breaks nor makes a direction
     steps = [0.0 if max(a, b) / min(a, b) - 1 < v.noise else b - a for a, b in zip(medians, medians[1:])]
     one_way = all(s >= 0 for s in steps) or all(s <= 0 for s in steps)
-    flat = all(s == 0.0 for s in steps)
+    flat = all(s == 0.0 for s in steps) and max(medians) / min(medians) - 1 < v.noise
+    both_ways = any(s > 0 for s in steps) and any(s < 0 for s in steps)
     if v.real and one_way:  # flat steps against the trend must not add up to more than the noise either
         peaks = itertools.accumulate(medians, max if v.ratio > 1 else min)  # the furthest point so far
         one_way = max(max(p / m, m / p) - 1 for p, m in zip(peaks, medians)) < v.noise
@@ -2447,7 +2450,7 @@ def read_trend(points: dict, floors: dict | None = None, unit: str = "x", along:
     outside = inner and (min(inner) < min(medians[0], medians[-1]) or max(inner) > max(medians[0], medians[-1]))
     between = f" (the points between ranged from {a_to_b(min(inner), max(inner))})" if outside else ""
     return Trend("no consistent trend", f"showed no consistent trend: {span}{between}, {' and '.join(reasons)}",
-                 change, v, every, flat)
+                 change, v, every, flat, both_ways)
 
 
 def read_together(a: Trend, b: Trend, names=("the original", "the custom model")) -> str:

@@ -650,7 +650,7 @@ else:
 # series' smallest real effect (`helpers.verdict`): then the GPU waited for the host. With the host left
 # out, the kernels' regime is read from their work alone: below the GPU's ridge point the bytes, not the
 # arithmetic, bound them. That names the limit they approach, not how close they come: the floor above says
-# that, and the GPU-busy time lies many times above it.
+# that, and how far the GPU-busy time lies above it.
 
 # %%
 step_flops = 2 * census["parameters"]  # a multiply and an add per weight (attention at this context: negligible)

@@ -1266,8 +1266,8 @@ def read_increments():
         parts.append(f"{name} over {before}: predicted {pred_change:+.2f} wall ms "
                      f"({pred_v.text}), measured {change:+.2f} wall ms ({pct:+.1f}% on the step before's reading "
                      "in the table; per decoded token, the median of the per-round ratios to it: "
-                     + (f"{decode_over_previous(name, before).median_text}, {meas_v.text}"
-                        + (f", near {meas_v.threshold_text}" if meas_v.near_threshold else "") if meas_v.real else
+                     + (meas_v.text + (f", near {meas_v.threshold_text}" if meas_v.near_threshold else "")
+                        if meas_v.real else
                         f"{decode_over_previous(name, before).median_text}, within noise; {meas_v.reason}")
                      + f"): {how}")
     n = len(parts)

@@ -606,7 +606,7 @@ def read_launch_prices():
         text += (f"Within {bar}, every version paid about the same price per launch, as the launch explanation "
                  "expects. ")
     elif widest is None:
-        text += (f"That is wider than {bar}, but no version ran the same launches at both shapes, so these six "
+        text += (f"The range, a factor of {span:.2f}, is wider than {bar}, but no version ran the same launches at both shapes, so these six "
                  "readings do not measure their own scatter and cannot say whether the versions pay different "
                  "prices per launch; that needs repeated readings, as chapter 2 took for its empty launches. ")
     elif within[widest] > 1 + helpers.PREDICTION_BAR:
@@ -622,7 +622,7 @@ def read_launch_prices():
         tied = [(a, b) for i, a in enumerate(VERSIONS) for b in list(VERSIONS)[i + 1:]
                 if b not in dearer[a] and a not in dearer[b]]
         n = counts[widest][0]
-        text += (f"That is wider than {bar}, but "
+        text += (f"The range, a factor of {span:.2f}, is wider than {bar}, but "
                  + ("part" if apart else "much") + " of it lies within "
                  f"one call: {OWNER[widest]} price differs by a factor of {within[widest]:.2f} between the two "
                  f"shapes, for the same {'single launch' if n == 1 else f'{n:.0f} launches'}. "
@@ -647,10 +647,11 @@ def read_launch_prices():
                      "pay different prices per launch; a per-launch price needs repeated readings, as chapter 2 "
                      "took for its empty launches. ")
     else:
-        text += (f"That is wider than {bar}, while "
+        text += (f"The range, a factor of {span:.2f}, is wider than {bar}, while "
                  + (f"{THE[same[0]]}, read at both shapes with the same launches, agrees with itself within it"
                     if len(same) == 1 else
-                    f"{' and '.join(THE[v] for v in same)}, each read at both shapes with the same launches, agree "
+                    f"{', '.join(THE[v] for v in same[:-1])} and {THE[same[-1]]}, each read at both shapes with the "
+                    "same launches, agree "
                     "with themselves within it")
                  + f" (at most a factor of {within[widest]:.2f}): the versions did not pay one price per launch. "
                  + weaker)

@@ -603,16 +603,18 @@ helpers.md(
 # every point"), set beside the predictions made before the measurement.
 
 # %%
-FLAT = "flat"  # no consistent trend, and no step between neighbouring lengths beyond the noise threshold
-MOVED_BOTH_WAYS = "moved both ways"  # no consistent trend, with steps beyond the noise threshold
+FLAT = "flat"  # no consistent trend, no step beyond the noise threshold, every point within it of the others
+MOVED_BOTH_WAYS = "moved both ways"  # no consistent trend: steps beyond the noise threshold in both directions
+UNCLEAR = "moved, no clear trend"  # no consistent trend, but not flat either
 
 
 def trend_word(t):
     """A trend as the judge table words it: read_trend's "grew" or "shrank", and its "no consistent trend" split
-    into a flat line and one that moved both ways beyond the noise (which no flat prediction survives)."""
+    into a flat line, one that moved both ways beyond the noise, and one that moved less clearly (no flat
+    prediction survives the last two)."""
     if t.word != "no consistent trend":
         return t.word
-    return FLAT if t.flat else MOVED_BOTH_WAYS
+    return FLAT if t.flat else MOVED_BOTH_WAYS if t.both_ways else UNCLEAR
 
 
 def judge_predictions():
@@ -643,8 +645,9 @@ judged = judge_predictions()
 helpers.show(judged)
 held = judged["prediction held"] == "yes"
 helpers.md(f"{int(held.sum())} of the {int(judged['prediction held'].isin(['yes', 'no']).sum())} predictions that "
-           f"this run can judge held (\"{FLAT}\": no consistent trend, and no step between neighbouring lengths "
-           f"beyond the noise threshold; \"{MOVED_BOTH_WAYS}\": no consistent trend, with steps beyond it).")
+           f"this run can judge held (\"{FLAT}\": no step between neighbouring lengths beyond the noise threshold "
+           f"and every point within it of the others; \"{MOVED_BOTH_WAYS}\": steps beyond it both up and down; "
+           f"\"{UNCLEAR}\": neither flat nor one way).")
 
 
 def explain_misses(judged):

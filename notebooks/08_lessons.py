@@ -1109,14 +1109,15 @@ def read_fixes(fixes, original_ms, source):
     if source == YOURS and comparison is not None and fixes.index[0] in comparison.ratios:  # timed here too
         r, theirs = comparison.ratios[fixes.index[0]], start["x the original"]
         mine, chapter9_ms = profiles[fixes.index[0]].wall_ms_per_token, start["wall ms per decoded token"]
-        # raw wall times of two processes move with the host (lesson 3): a difference, no verdict
+        # raw wall times of two processes move with the host (One table for the whole series): no verdict
         text += (f"This chapter's own comparison, another process, measured *{fixes.index[0]}* at {r.median_text}x the "
                  f"original's wall time per generation (quartiles {r.quartiles}), {mine:.2f} wall ms per decoded "
                  f"token; chapter 9's {four(theirs)}x lies {'inside' if r.low <= theirs <= r.high else 'outside'} "
                  f"those quartiles, and its {chapter9_ms:.2f} wall ms per decoded token lie "
                  f"{abs(chapter9_ms - mine):.2f} wall ms {'above' if chapter9_ms > mine else 'below'} this chapter's: "
-                 "raw times of two processes, which move with the host (lesson 3), so the difference carries no "
-                 "verdict. This section subtracts only chapter 9's own numbers. ")
+                 "raw times of two processes, which move with the host from one chapter to the next (see *One table "
+                 "for the whole series*), so the difference carries no verdict. This section subtracts only chapter "
+                 "9's own numbers. ")
     parts = []
     for name, r in fixes.iloc[1:].iterrows():
         v = r["verdict against the step before"]

@@ -1298,7 +1298,7 @@ if timelines:
 # kernel that reads something twice shows it as a lower bandwidth). The reading is the achieved bandwidth,
 # bytes / GPU time, against the nominal peak.
 #
-# In the figure, points that sit close together (the gemvs all near 1 flop per byte and 1-3 TFLOP/s)
+# In the figure, points that sit close together (the gemvs all near 1 flop per byte, at similar TFLOP/s)
 # would stack their labels, so each label is moved up or down, one line at a time, nearest place first,
 # until it clears the labels placed before it, and a thin line ties it to its point. A label can therefore
 # sit well above or below its point, beside another kernel's marker. Follow the line from a label to its point, and

@@ -1086,14 +1086,22 @@ def test_a_trend_ignores_steps_inside_the_noise():
 
 def test_a_flat_line_is_told_from_one_that_moved_both_ways():
     """Chapter 7's flat predictions: "no consistent trend" is flat only when no step between neighbours went beyond
-    the noise threshold (its H200 run: 30.1, 23.2, 19.8, 33.1 wall ms, a fall and a rise, is not flat)."""
+    the noise threshold and no point lies beyond it from another (its H200 run: 30.1, 23.2, 19.8, 33.1 wall ms, a
+    fall and a rise, is not flat but moved both ways)."""
     R = helpers.Ratio.of
     both_ways = helpers.read_trend({128: R([30.1]), 256: R([23.2]), 512: R([19.8]), 1024: R([33.1])}, unit="ms")
-    assert both_ways.word == "no consistent trend" and not both_ways.flat
+    assert both_ways.word == "no consistent trend" and not both_ways.flat and both_ways.both_ways
     flat = helpers.read_trend({128: R([30.1]), 256: R([29.5]), 512: R([30.4]), 1024: R([30.0])}, unit="ms")
-    assert flat.word == "no consistent trend" and flat.flat
+    assert flat.word == "no consistent trend" and flat.flat and not flat.both_ways
     grew = helpers.read_trend({128: R([30.0]), 256: R([31.0]), 512: R([32.0]), 1024: R([33.0]), 2048: R([34.0])})
     assert grew.word == "grew" and not grew.flat  # small steps that add up to a trend: not flat either
+    # a steady rise inside wide quartiles: no consistent trend, and neither flat nor both ways
+    wide = {L: R([m * 0.8, m, m * 1.2]) for L, m in ((128, 30.0), (256, 31.4), (512, 32.9), (1024, 34.4))}
+    rising = helpers.read_trend(wide, unit="ms")
+    assert rising.word == "no consistent trend" and not rising.flat and not rising.both_ways
+    # one step up beyond the noise, the rest flat, inside wide quartiles: moved, but not both ways
+    one_step = {L: R([m * 0.8, m, m * 1.2]) for L, m in ((128, 30.0), (256, 33.0), (512, 33.5), (1024, 34.0))}
+    assert not helpers.read_trend(one_step, unit="ms").both_ways
 
 
 def test_the_noisier_floor_is_the_one_furthest_from_1():
