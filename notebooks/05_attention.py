@@ -586,6 +586,7 @@ def read_launch_prices():
     each = "; ".join(f"{NAMES[v]} {min(p):.1f}-{max(p):.1f}" for v, p in by_version.items())
     slow_ours = timing.query("shape == 'qwen' and version == 'slow'")["our launches"].iloc[0]
     bar = f"the series' {100 * helpers.PREDICTION_BAR:.0f}% bar"
+    wider = f"The range, a factor of {span:.2f}, is wider than {bar}"
     weaker = ("The launch explanation holds in a weaker form here: the host time follows the number of launches, "
               "at a price that depends on what runs around each launch. " if launch_bound else "")
     text = (f"**The price of a launch.** Host time per call over launches per call (the column above) ranged from "
@@ -606,9 +607,9 @@ def read_launch_prices():
         text += (f"Within {bar}, every version paid about the same price per launch, as the launch explanation "
                  "expects. ")
     elif widest is None:
-        text += (f"The range, a factor of {span:.2f}, is wider than {bar}, but no version ran the same launches at both shapes, so these six "
-                 "readings do not measure their own scatter and cannot say whether the versions pay different "
-                 "prices per launch; that needs repeated readings, as chapter 2 took for its empty launches. ")
+        text += (f"{wider}, but no version ran the same launches at both shapes, so these six readings do not "
+                 "measure their own scatter and cannot say whether the versions pay different prices per launch; "
+                 "that needs repeated readings, as chapter 2 took for its empty launches. ")
     elif within[widest] > 1 + helpers.PREDICTION_BAR:
         # the same call, read at two shapes with the same launches, already differs beyond the bar: readings scatter
         fewer_cost_more = [v for v in VERSIONS if v not in same
@@ -622,7 +623,7 @@ def read_launch_prices():
         tied = [(a, b) for i, a in enumerate(VERSIONS) for b in list(VERSIONS)[i + 1:]
                 if b not in dearer[a] and a not in dearer[b]]
         n = counts[widest][0]
-        text += (f"The range, a factor of {span:.2f}, is wider than {bar}, but "
+        text += (f"{wider}, but "
                  + ("part" if apart else "much") + " of it lies within "
                  f"one call: {OWNER[widest]} price differs by a factor of {within[widest]:.2f} between the two "
                  f"shapes, for the same {'single launch' if n == 1 else f'{n:.0f} launches'}. "
@@ -647,12 +648,11 @@ def read_launch_prices():
                      "pay different prices per launch; a per-launch price needs repeated readings, as chapter 2 "
                      "took for its empty launches. ")
     else:
-        text += (f"The range, a factor of {span:.2f}, is wider than {bar}, while "
+        text += (f"{wider}, while "
                  + (f"{THE[same[0]]}, read at both shapes with the same launches, agrees with itself within it"
                     if len(same) == 1 else
                     f"{', '.join(THE[v] for v in same[:-1])} and {THE[same[-1]]}, each read at both shapes with the "
-                    "same launches, agree "
-                    "with themselves within it")
+                    "same launches, agree with themselves within it")
                  + f" (at most a factor of {within[widest]:.2f}): the versions did not pay one price per launch. "
                  + weaker)
     ch2 = chapter2_prices()

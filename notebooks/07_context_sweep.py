@@ -628,8 +628,9 @@ def judge_predictions():
     rows = []
     for q, w in expected.items():
         if q in trends:
-            rows.append({"quantity": q, "predicted": w, "measured": trend_word(trends[q]),
-                         "prediction held": "yes" if trend_word(trends[q]) == w else "no"})
+            measured = trend_word(trends[q])
+            rows.append({"quantity": q, "predicted": w, "measured": measured,
+                         "prediction held": "yes" if measured == w else "no"})
         else:
             rows.append({"quantity": q, "predicted": w, "measured": "-", "prediction held": "not judged (no reading)"})
     if dec_verdicts:

@@ -740,7 +740,8 @@ def read_predictions(judged: pd.DataFrame, source: str) -> str:
                  "describes. The graph rule applied to it anyway gives "
                  f"{profiles[n].gpu_busy_ms_per_token:.3f} GPU-busy ms + {helpers.table_number(profiles[n].launches)} "
                  f"kernels x {GAP_US:.3f} GPU µs = {rule:.3f} "
-                 f"predicted wall ms, against {measured:.3f} wall ms measured ({helpers.signed_pct(judged.loc[n, 'error %'])}, "
+                 f"predicted wall ms, against {measured:.3f} wall ms measured "
+                 f"({helpers.signed_pct(judged.loc[n, 'error %'])}, "
                  "counted in neither tally)"
                  + (f": {measured - rule:.3f} wall ms per token lie outside its kernels and their graph gaps, the time "
                     "that rule leaves out." if measured > rule else "."))
