@@ -553,16 +553,23 @@ for rows, r, v in ((R, ratio, two_pass_main), (R1, decode_ratio, two_pass_decode
 ROWS = sorted(set(SIZES.rmsnorm_sweep_rows) | {R, R1})  # the row counts of the sweep below
 
 
+def near_median(readings) -> pd.Series:
+    """Which ``readings`` lie within ``helpers.PREDICTION_BAR`` of their median, one bool each: the host readings
+    the flat-host prediction counts as flat (``host_flat_reading``), and the ones ``host_scatter_us`` keeps."""
+    readings = pd.Series(readings, dtype=float)
+    return (readings / readings.median() - 1).abs() <= helpers.PREDICTION_BAR
+
+
 def host_scatter_us(version) -> float:
     """How far single host readings of one ``version`` call moved across the sweep's row counts (below; measured on
     first use), highest minus lowest in µs, where its GPU time stayed below its host time: this chapter's measure of
     the host's variation between single readings (0 with fewer than two). Readings further than
-    ``helpers.PREDICTION_BAR`` from the version's median are left out, as ``host_flat_reading`` counts them: one slow
-    moment of the host lifts every version read at that row count, and would set the scatter alone."""
-    reads = [1e3 * host_ms(version, rows) for rows in ROWS if ms(version, rows) < host_ms(version, rows)]
-    mid = float(pd.Series(reads).median()) if reads else 0.0
-    kept = [r for r in reads if abs(r / mid - 1) <= helpers.PREDICTION_BAR]
-    return max(kept) - min(kept) if len(kept) > 1 else 0.0
+    ``helpers.PREDICTION_BAR`` from the version's median are left out (``near_median``): one slow moment of the
+    host lifts every version read at that row count, and would set the scatter alone."""
+    reads = pd.Series([1e3 * host_ms(version, rows) for rows in ROWS if ms(version, rows) < host_ms(version, rows)],
+                      dtype=float)
+    kept = reads[near_median(reads)]
+    return float(kept.max() - kept.min()) if len(kept) > 1 else 0.0
 
 
 def blog_direction_reading() -> str:
@@ -776,7 +783,7 @@ def host_flat_reading(sweep) -> str:
         if len(h) < 2:
             continue
         mid = h.median()
-        inside = int((abs(h / mid - 1) <= bar).sum())
+        inside = int(near_median(h).sum())
         inside_all, total = inside_all + inside, total + len(h)
         trends[v] = helpers.read_trend({r: helpers.Ratio.of([x]) for r, x in zip(sweep.loc[ok, "rows"], h)},
                                        unit="µs", along="the rows")
