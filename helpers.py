@@ -13,7 +13,6 @@ Imports point one way: notebooks import ``helpers`` and ``kernels``; ``helpers``
 from __future__ import annotations
 
 import gc
-import itertools
 import math
 import os
 import platform
@@ -1162,7 +1161,7 @@ REGIMES = ("overhead-bound", "memory-bound", "compute-bound")
 
 
 def regime(host_ms: float | None, gpu_ms: float | None, flops: float, bytes_moved: float,
-           slug: str | None = None, per: str = "call") -> tuple[str, str]:
+           slug: str | None = None, per: str = "call", clocks=("host time", "GPU time")) -> tuple[str, str]:
     """Which of ``REGIMES`` a call lives in, and why, from its two clocks and its work.
 
     Overhead-bound when the host takes longer to issue the call than the GPU takes to run it, by more than
@@ -1170,7 +1169,8 @@ def regime(host_ms: float | None, gpu_ms: float | None, flops: float, bytes_move
     noise of the GPU time is the host waiting for the GPU (a synchronised host clock never falls far below
     the GPU's), so the work decides: memory-bound when its arithmetic intensity (flop per byte) is below
     the GPU's ridge point (peak tensor-core flop/s over bandwidth), compute-bound above it. ``host_ms``
-    None leaves the host out; ``per`` names one call in the reason ("decoded token"). Returns (regime, reason)."""
+    None leaves the host out; ``per`` names one call in the reason ("decoded token"), ``clocks`` the two times
+    as the reason names them (a decoded token's: "wall time", "GPU-busy time"). Returns (regime, reason)."""
     slug = slug or SLUG
     for arg, value in (("flops", flops), ("bytes_moved", bytes_moved)):
         if not value or value < 0:
@@ -1180,7 +1180,7 @@ def regime(host_ms: float | None, gpu_ms: float | None, flops: float, bytes_move
     if gpu_ms <= 0 or (host_ms is not None and host_ms <= 0):
         raise ValueError(f"host_ms and gpu_ms must be positive, got {host_ms!r} and {gpu_ms!r}")
     if host_ms is not None and host_ms > gpu_ms and verdict(host_ms / gpu_ms).real:
-        return REGIMES[0], f"host time {_ms_label(host_ms)} against GPU time {_ms_label(gpu_ms)} per {per}"
+        return REGIMES[0], f"{clocks[0]} {_ms_label(host_ms)} against {clocks[1]} {_ms_label(gpu_ms)} per {per}"
     ridge = _nominal_rows(slug)["ridge point (flop per byte)"]
     if ridge is None:
         return "unknown", f"no nominal bandwidth and compute for {slug!r}"
@@ -1985,7 +1985,12 @@ class Ratio:
         0.175-0.177, not 0.18), trailing zeros kept as a verdict writes them (1.10, as in "1.10x slower")."""
         if abs(self.median) >= 1000:
             return self._text(self.median, self._digits)
-        return f"{self.median:#.{self._digits}g}".rstrip(".")
+        text = f"{self.median:#.{self._digits}g}".rstrip(".")
+        ends = self.quartiles
+        if " to " in ends or "e" in ends or "e" in text:
+            return text
+        places = max(len(t.partition(".")[2]) for t in ends.split("-"))  # 1.005 beside 0.983-1.017, not 1.01
+        return f"{self.median:.{places}f}" if places > len(text.partition(".")[2]) else text
 
 
 @dataclass
@@ -2383,24 +2388,27 @@ class Trend:
     change: Ratio   # last point over first, with the widest quartile bounds
     verdict: Verdict
     points: str             # every point's median, "128: 4.10x, 256: ..."
-    flat: bool = False      # no consistent trend, every step between neighbouring points inside the noise
-                            # threshold, and all the points within it of each other: a flat line
-    both_ways: bool = False  # steps beyond the noise threshold in both directions (a fall and a rise, or the reverse)
+    flat: bool = False      # no consistent trend, and every two points within the noise threshold of each
+                            # other: a flat line
+    both_ways: bool = False  # moves beyond the noise threshold in both directions (a fall and a rise, or the reverse)
 
 
 def read_trend(points: dict, floors: dict | None = None, unit: str = "x", along: str = "the context") -> Trend:
     """How a quantity measured at several prompt lengths moved, read from every point.
 
     ``points``: {prompt length: Ratio} (median and quartiles of the per-round values); ``floors``:
-    {prompt length: the A/A floor of that run}. "grew"/"shrank" only when the medians move one way at
-    every step (a step smaller than the noise threshold counts as flat, but flat steps back may not add up to
-    more than the threshold: no point falls that far behind the furthest one before it) and the change from the first point
-    to the last is outside the noise by ``helpers.verdict``
+    {prompt length: the A/A floor of that run}. "grew"/"shrank" only when no two points moved against each
+    other beyond the noise threshold (a smaller move counts as level; no point falls that far behind any point
+    before it) and the change from the first point to the last is outside the noise by ``helpers.verdict``
     (last over first, with the widest quartile bounds the two points allow, against the noisier end's A/A
     floor). A step against the trend but inside the noise is named in the reading ("at every step" only
     when no step went the other way). Otherwise "no consistent trend", with the reason; ``Trend.flat`` then says
-    whether the line was flat (every step inside the noise threshold, every point within it of every other) and
-    ``Trend.both_ways`` whether it stepped beyond the threshold both ways (neither: it moved, but not clearly).
+    whether the line was flat (every point within the noise threshold of every other) and ``Trend.both_ways``
+    whether it moved beyond the threshold both ways (neither: it moved, but not clearly).
+    Any two points are held to the threshold of the noisier of their own floors where that is wider than the
+    ends' (the reading names those points): a point whose A/A floor lay far from 1 moves beyond the noise only by
+    more than its own verdicts would call noise. Directions are read between every two points, not only
+    neighbours, so a move between two quiet points is seen across a noisy one between them.
     """
     lengths = sorted(points)
     first, last = points[lengths[0]], points[lengths[-1]]
@@ -2408,14 +2416,23 @@ def read_trend(points: dict, floors: dict | None = None, unit: str = "x", along:
     floor = noisier_floor(floors[L] for L in (lengths[0], lengths[-1]) if floors and L in floors)
     v = verdict(change, floor)
     medians = [points[L].median for L in lengths]
-    # a step smaller than the noise threshold is flat: it neither breaks nor makes a direction
-    steps = [0.0 if max(a, b) / min(a, b) - 1 < v.noise else b - a for a, b in zip(medians, medians[1:])]
-    one_way = all(s >= 0 for s in steps) or all(s <= 0 for s in steps)
-    flat = all(s == 0.0 for s in steps) and max(medians) / min(medians) - 1 < v.noise
-    both_ways = any(s > 0 for s in steps) and any(s < 0 for s in steps)
-    if v.real and one_way:  # flat steps against the trend must not add up to more than the noise either
-        peaks = itertools.accumulate(medians, max if v.ratio > 1 else min)  # the furthest point so far
-        one_way = max(max(p / m, m / p) - 1 for p, m in zip(peaks, medians)) < v.noise
+    own = {L: noise_threshold(floors[L]) for L in lengths if floors and floors.get(L) is not None}
+    wider = {L: t for L, t in own.items() if t > v.noise}  # points held to their own, wider thresholds
+
+    def noise(i, j) -> float:  # the threshold between points i and j: the ends', or their own floors' if wider
+        return max([v.noise] + [own[lengths[k]] for k in (i, j) if lengths[k] in own])
+
+    def apart(i, j) -> bool:
+        return max(medians[i], medians[j]) / min(medians[i], medians[j]) - 1 >= noise(i, j)
+
+    # two points closer than their noise threshold are level: they neither break nor make a direction
+    pairs = [(i, j) for i in range(len(medians)) for j in range(i + 1, len(medians)) if apart(i, j)]
+    rises, falls = ([p for p in pairs if (medians[p[1]] - medians[p[0]]) * sign > 0] for sign in (1, -1))
+    flat, both_ways = not pairs, bool(rises and falls)
+    one_way = not both_ways
+    held = (f"; {'the point' if len(wider) == 1 else 'the points'} at {', '.join(str(L) for L in wider)} held to "
+            f"{'its' if len(wider) == 1 else 'their'} own A/A floor's wider threshold ("
+            + ", ".join(f"{100 * t:.0f}%" for t in wider.values()) + ")") if wider else ""
 
     def fmt(x, more=0):  # "x" to 3 significant digits (0.176x, 1.71x, 12.3x), other units to 0.1; plus ``more``
         if unit != "x":
@@ -2432,12 +2449,14 @@ def read_trend(points: dict, floors: dict | None = None, unit: str = "x", along:
     if v.real and one_way:
         word = "grew" if v.ratio > 1 else "shrank"
         # steps that went the other way by less than the noise threshold: flat by the rule, but named
-        back = [a_to_b(a, b, (f"{a_len}: ", f"{b_len}: ")) for (a_len, b_len), a, b
-                in zip(zip(lengths, lengths[1:]), medians, medians[1:]) if (b - a) * (v.ratio - 1) < 0]
+        against = [i for i in range(len(medians) - 1) if (medians[i + 1] - medians[i]) * (v.ratio - 1) < 0]
+        back = [a_to_b(medians[i], medians[i + 1], (f"{lengths[i]}: ", f"{lengths[i + 1]}: ")) for i in against]
         if not back:
-            return Trend(word, f"{word} with {along} at every step: {span}, outside the noise", change, v, every)
+            return Trend(word, f"{word} with {along} at every step: {span}, outside the noise{held}", change, v,
+                         every)
         return Trend(word, f"{word} with {along}: {span}, outside the noise; the step{'s' if len(back) > 1 else ''} "
-                     f"against it ({'; '.join(back)}) stayed inside the noise threshold ({100 * v.noise:.0f}%)",
+                     f"against it ({'; '.join(back)}) stayed inside the noise threshold "
+                     f"({100 * max(noise(i, i + 1) for i in against):.0f}%){held}",
                      change, v, every)
     reasons = []
     if change.low <= 1 <= change.high:  # the quartiles leave room for no change: the spread is at least the change
@@ -2449,7 +2468,8 @@ def read_trend(points: dict, floors: dict | None = None, unit: str = "x", along:
     inner = medians[1:-1]  # the points between the two ends, named where they reach outside them
     outside = inner and (min(inner) < min(medians[0], medians[-1]) or max(inner) > max(medians[0], medians[-1]))
     between = f" (the points between ranged from {a_to_b(min(inner), max(inner))})" if outside else ""
-    return Trend("no consistent trend", f"showed no consistent trend: {span}{between}, {' and '.join(reasons)}",
+    return Trend("no consistent trend",
+                 f"showed no consistent trend: {span}{between}, {' and '.join(reasons)}{held}",
                  change, v, every, flat, both_ways)
 
 
@@ -2548,7 +2568,8 @@ def reproduce(model=None, tokenizer=None, ids=None, rounds: int | None = None, c
     ``SIZES.rounds_small`` rounds for the ``SMALL_EFFECTS`` and one in ``SIZES.rounds`` for the rest (``rounds``
     overrides both), or ``comparison`` when the caller already ran one with every configuration (chapter 8
     profiles and prices it too). Returns a DataFrame: id,
-    what, clock, yours, quartiles, A/A floor, committed, deviation (%), verdict (yours). The tokens/s
+    what, clock, yours, quartiles, A/A floor, committed, deviation (%), verdict (yours); ``attrs["quartile bounds"]``
+    holds each id's quartiles unrounded. The tokens/s
     ratios need ``model`` (the same model the chapters use; loaded here when None).
     """
     import pandas as pd
@@ -2574,7 +2595,7 @@ def reproduce(model=None, tokenizer=None, ids=None, rounds: int | None = None, c
         r, f = c.ratios["ours"], c.floor
         rows.append({"id": key, "what": "kernel time ratio", "clock": c.clock, "yours": r.median,
                      "quartiles": r.quartiles, "A/A floor": f.median,
-                     "verdict": c.verdict("ours").text})
+                     "verdict": c.verdict("ours").text, "bounds": (r.low, r.high)})
     wanted = [i for i in ids if i in REPRODUCE_CONFIGS]
     if wanted:
         if comparison is not None:
@@ -2597,14 +2618,18 @@ def reproduce(model=None, tokenizer=None, ids=None, rounds: int | None = None, c
             r = c.ratios[name]
             rows.append({"id": key, "what": f"time ratio to the original ({name})",
                          "clock": f"wall, {len(c.orders)} shuffled rounds", "yours": r.median,
-                         "quartiles": r.quartiles, "A/A floor": c.floor.median, "verdict": c.verdict(name).text})
+                         "quartiles": r.quartiles, "A/A floor": c.floor.median, "verdict": c.verdict(name).text,
+                         "bounds": (r.low, r.high)})
     out = pd.DataFrame(rows)
     out["committed"] = [_committed_value(table, k) for k in out["id"]]
     out["deviation %"] = 100 * (out["yours"] / out["committed"] - 1)
     out[f"within {100 * REPRODUCE_BAR:.0f}%"] = [
         "" if d != d else "yes" if abs(d) <= 100 * REPRODUCE_BAR else "no" for d in out["deviation %"]]
-    return out[["id", "what", "clock", "yours", "quartiles", "A/A floor", "committed", "deviation %",
-                f"within {100 * REPRODUCE_BAR:.0f}%", "verdict"]]
+    table = out[["id", "what", "clock", "yours", "quartiles", "A/A floor", "committed", "deviation %",
+                 f"within {100 * REPRODUCE_BAR:.0f}%", "verdict"]].copy()
+    # the quartiles unrounded, by id: whether a value lies inside them is read from these, not from the text
+    table.attrs["quartile bounds"] = dict(zip(out["id"], out["bounds"]))
+    return table
 
 
 # --- Results ------------------------------------------------------------------------------------

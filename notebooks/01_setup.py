@@ -421,8 +421,10 @@ floor_verdict = comparison.verdict(helpers.ORIGINAL_AGAIN)  # the floor against 
 text = (
     f"With the cache the model generated **{tps_kv:.1f} tokens/s**, without it **{tps_no_kv:.1f} tokens/s** "
     f"(medians; prefill included); the original's copy, the same model timed in the same rounds, ran at "
-    f"{tps_again:.1f} tokens/s, {abs(100 * (tps_again / tps_kv - 1)):.0f}% "
-    f"{'above' if tps_again > tps_kv else 'below'} the original, which is how far two medians of identical "
+    f"{tps_again:.1f} tokens/s, "
+    + (f"{abs(100 * (tps_again / tps_kv - 1)):.1f}% {'above' if tps_again > tps_kv else 'below'} the original"
+       if round(100 * (tps_again / tps_kv - 1), 1) else "level with the original")
+    + ", which is how far two medians of identical "
     "models fell apart here. Medians of tokens/s set side by side decide nothing; the rounds do. Round by round, a "
     f"generation without the cache took a median **{r.median_text}x** the wall time of one with it (middle half of the "
     f"rounds {r.quartiles}), while the original against itself gave {floor.median_text} (middle half "
@@ -655,13 +657,15 @@ else:
 # %%
 step_flops = 2 * census["parameters"]  # a multiply and an add per weight (attention at this context: negligible)
 step_bytes = census["bytes"]  # every weight read once
+TOKEN_CLOCKS = ("wall time", "GPU-busy time")  # a decoded token's two times, as the regime's reason names them
 step_regime, why = helpers.regime(prof.wall_ms_per_token, prof.gpu_busy_ms_per_token, step_flops, step_bytes,
-                                  per="decoded token")
+                                  per="decoded token", clocks=TOKEN_CLOCKS)
 print(f"one decode step: {step_flops / 1e9:.3g} GFLOP over {step_bytes / 1e6:,.1f} MB of weights, "
       f"{step_flops / step_bytes:.2f} flop per byte")
 print(f"regime: {step_regime} ({why})")
 if prof.gpu_busy_ms_per_token is not None:
-    print("  host time = wall ms per decoded token (the rounds); GPU time = GPU-busy ms per decoded token (the profile)")
+    print("  wall time = wall ms per decoded token (the rounds), the host's time to issue a token; GPU-busy time = "
+          "GPU-busy ms per decoded token (the profile)")
     kernels_regime, kernels_why = helpers.regime(None, prof.gpu_busy_ms_per_token, step_flops, step_bytes,
                                                  per="decoded token")
     print(f"the step's kernels alone, the host left out: {kernels_regime} ({kernels_why})")
@@ -671,9 +675,7 @@ if prof.gpu_busy_ms_per_token is None:
     helpers.md(f"In CPU mode the regime stays **{step_regime}**: {why}. A GPU run puts a word here.")
 else:
     helpers.md(
-        f"This decode step is **{step_regime}** on this GPU ({why}"
-        + (": the wall time against the GPU-busy time" if step_regime == helpers.REGIMES[0] else "")
-        + "), and "
+        f"This decode step is **{step_regime}** on this GPU ({why}), and "
         f"the GPU was idle {100 * prof.gpu_idle_fraction:.0f}% of the step. Were the host's time to vanish (chapter 9 "
         "goes a long way towards that with a CUDA graph), the kernels alone would be "
         f"**{kernels_regime}**: {kernels_why}. "

@@ -850,9 +850,9 @@ helpers.md(text)
 # to $n$ on both clocks (*memory-bound*, chapter 1's second regime): once the GPU time exceeds what a call
 # costs the host (its launch-bound host time), the host has to wait for the GPU, and
 # its time per call should follow the GPU time (again within the bar). The bandwidth climbs with the
-# size; while the working set fits in L2 it can exceed the main memory's nominal figure (the replayed call
-# reads from the cache), and only beyond L2 does it measure the main memory, levelling off near what that
-# can deliver. Where the regimes meet depends on the GPU and on the host: the faster the memory and the
+# size while the working set fits in L2, where it can exceed the main memory's nominal figure (the replayed
+# call reads from the cache); past L2 it can drop, since only there does it measure the main memory, and it
+# levels off near what that can deliver. Where the regimes meet depends on the GPU and on the host: the faster the memory and the
 # slower the host, the larger the vector must be before the bytes outweigh the launch.
 
 # %%

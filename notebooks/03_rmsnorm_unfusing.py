@@ -554,10 +554,13 @@ ROWS = sorted(set(SIZES.rmsnorm_sweep_rows) | {R, R1})  # the row counts of the 
 
 
 def near_median(readings) -> pd.Series:
-    """Which ``readings`` lie within ``helpers.PREDICTION_BAR`` of their median, one bool each: the host readings
-    the flat-host prediction counts as flat (``host_flat_reading``), and the ones ``host_scatter_us`` keeps."""
+    """Which ``readings`` lie within ``helpers.PREDICTION_BAR`` of their median, one bool each, the distance read the
+    same way on either side (larger / smaller - 1, as ``prediction_word`` reads it): the host readings the flat-host
+    prediction counts as flat (``host_flat_reading``), and the ones ``host_scatter_us`` keeps."""
     readings = pd.Series(readings, dtype=float)
-    return (readings / readings.median() - 1).abs() <= helpers.PREDICTION_BAR
+    mid = readings.median()
+    near = (readings.where(readings > mid, mid) / readings.where(readings < mid, mid) - 1) <= helpers.PREDICTION_BAR
+    return near & readings.notna()
 
 
 def host_scatter_us(version) -> float:
@@ -1287,7 +1290,7 @@ if before.launches_per_token is not None:
                  + "Both sets of prices rest on single host readings or on one run's averages; chapter 8 instead "
                  "prices every kind of module call on its own, in the rounds of a whole-model comparison. ")
     if delta < 0 and not (per_token_verdict.real and per_token_verdict.ratio < 1):
-        moved = ("did not move beyond this run's noise" if not per_token_verdict.real else
+        moved = (f"stayed within noise, {per_token_verdict.reason}" if not per_token_verdict.real else
                  f"went up ({per_token_verdict.text})")
         text += (f"\n\n**Against chapter 1's reading.** Chapter 1 read a decoded token's time as set mostly by the "
                  "host launching kernels, so that launches removed should show up in the wall time. Here the swap cut "

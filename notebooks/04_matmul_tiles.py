@@ -1312,8 +1312,18 @@ def beside_chapter3(last, last_v) -> str:
             f"them, with `lm_head`, came out **{last_v.text}** (generation time over the step before's, round by "
             f"round: {last.median_text}, quartiles {last.quartiles}; per decoded token, the difference of the two "
             f"steps' medians: {change_ms:+.2f} wall ms). ")
+    medians = f"their medians, {r.median_text} and {last.median_text}, lie {sides_of_one(r.median, last.median)}"
+    if said == direction(last_v) == "no change":  # neither points a direction, whatever side its median lies on
+        return text + ("Neither stood out of its noise, so neither points a direction: the two agree that their "
+                       f"rounds cannot tell this swap's effect ({medians}). ")
     if said == direction(last_v):
         return text + "The two point the same way. "
+    if "no change" in (said, direction(last_v)):  # one stood out, the other did not: no disagreement on a direction
+        quiet, loud, way = (("chapter 3's", "this step", direction(last_v)) if said == "no change" else
+                            ("this step's", "chapter 3's swap", said))
+        text += (f"Only {loud} stood out of its noise ({way}); {quiet} rounds could not tell a direction, so they "
+                 f"neither confirm nor contradict it ({medians}). ")
+        return text + lm_head_note(last_v)
     reasons = ("The host's state can differ between the two processes (the paragraph below sets this chapter's "
                "original beside chapter 1's and says whether it moved); and the RMSNorm swap need not cost the same beside our projections as "
                "beside PyTorch's, since what a launch removed or added costs the host depends on what runs around it. ")
@@ -1326,12 +1336,24 @@ def beside_chapter3(last, last_v) -> str:
     else:
         text += ("The two disagree, and this chapter cannot say why: it leaves the question open, with two candidate "
                  "reasons. " + reasons)
-    if decode_v.real and decode_v.ratio > 1 and last_v.real and last_v.ratio < 1:
-        text += (f"The `lm_head` swap does not explain a step that came out faster: at one row, the decode shape "
-                 f"(M, K, N) = {tuple(decode_shape)}, our matmul was {decode_v.text} than PyTorch's in {CLOCK} "
-                 f"above; `lm_head`'s own shape, {(1, model.config.hidden_size, model.config.vocab_size)}, was "
-                 "not timed. ")
-    return text
+    return text + lm_head_note(last_v)
+
+
+def lm_head_note(last_v) -> str:
+    """Where the last step (judged ``last_v``) came out faster while our matmul was slower at the decode shape: why ``lm_head``'s swap
+    does not explain it ('' otherwise)."""
+    if not (decode_v.real and decode_v.ratio > 1 and last_v.real and last_v.ratio < 1):
+        return ""
+    return (f"The `lm_head` swap does not explain a step that came out faster: at one row, the decode shape "
+            f"(M, K, N) = {tuple(decode_shape)}, our matmul was {decode_v.text} than PyTorch's in {CLOCK} "
+            f"above; `lm_head`'s own shape, {(1, model.config.hidden_size, model.config.vocab_size)}, was "
+            "not timed. ")
+
+
+def sides_of_one(a, b) -> str:
+    """Where two ratios lie against 1: 'on the same side of 1', 'on opposite sides of 1', or one of them at it."""
+    p = (a - 1) * (b - 1)
+    return "on the same side of 1" if p > 0 else "on opposite sides of 1" if p < 0 else "with one of them at 1"
 
 
 def with_chapter3_price():
@@ -1500,6 +1522,8 @@ helpers.show(pd.DataFrame(blog_rows).set_index("step"))
 
 
 same = direction(blog_last) == direction(last_v)
+both_medians = (f"the two medians, {blog_last.ratio:.2f} and {last.median_text}, lie "
+                f"{sides_of_one(blog_last.ratio, last.median)}")
 helpers.md(
     f"In the blog, the attention projections took the model from {B('matmul.tps_original'):g} to "
     f"{B('matmul.tps_attention_proj'):g} tokens/s"
@@ -1510,9 +1534,16 @@ helpers.md(
     f"{B('matmul.tps_all_proj_rmsnorm_original')} to {B('matmul.tps_all_proj_rmsnorm')} tokens/s. Its last "
     f"step over the one before: {blog_ratio[LAST]:.2f} / {blog_ratio['attention + MLP proj']:.2f} = "
     f"{blog_last.ratio:.2f}, **{blog_last.text}**; yours, round by round: {last.median_text}, **{last_v.text}**. "
-    + (f"The two runs agree on the direction of the last step ({direction(last_v)}). " if same else
+    + (f"Neither run's last step stood out of its noise (the blog's by the series' "
+       f"{100 * helpers.MIN_EFFECT:.0f}% rule alone), so neither points a direction ({both_medians}). "
+       if same and direction(last_v) == "no change" else
+       f"The two runs agree on the direction of the last step ({direction(last_v)}). " if same else
        f"The two runs disagree on the direction of the last step (blog: {direction(blog_last)}, yours: "
-       f"{direction(last_v)}). ")
+       f"{direction(last_v)}). " if "no change" not in (direction(blog_last), direction(last_v)) else
+       f"Yours did not stand out of this run's noise ({last_v.reason}), so it neither confirms nor contradicts the "
+       f"blog's {direction(blog_last)} step ({both_medians}). " if direction(last_v) == "no change" else
+       f"The blog's step did not stand out of the series' {100 * helpers.MIN_EFFECT:.0f}% rule, so it neither "
+       f"confirms nor contradicts yours, {direction(last_v)} ({both_medians}). ")
     + "The blog's ratios come from single runs, so whether its step-to-step change stands out of its noise "
     "cannot be told from the post."
 )

@@ -871,10 +871,11 @@ helpers.record("attention.modules_replaced", counts["attention"], "modules", "at
 #
 # - $p_\text{PyTorch}$, the host's price of one PyTorch launch inside `generate()`, comes from the original
 #   model in the same comparison: its wall ms per decoded token minus its GPU-busy ms, over its launches.
-# - $p_\text{ours}$ is measured above, not fitted: the per-head loop's host time per call divided by its
-#   launches per call (every kernel of the call, ours and the mask's PyTorch ops alike), the table's "host
-#   µs per launch". Of the loop's two rows, Qwen3's shape is the one used, because it is the shape the
-#   model's attention runs; the blog's shape, priced the same way, is printed beside it.
+# - $p_\text{ours}$ is measured, not fitted: the per-head loop's host time per call (above), less its
+#   PyTorch launches (the mask's ops) at $p_\text{PyTorch}$, over its launches of ours. Priced so, a call of
+#   the loop costs the budget exactly the host time it cost on its own. Of the loop's two rows, Qwen3's shape
+#   is the one used, because it is the shape the model's attention runs; the blog's shape, priced the same
+#   way, is printed beside it.
 # - Chapter 8 prices each kind of call the same way, ours and the original's it replaces, each timed on its
 #   own, and fits only one factor for how much dearer the swaps are inside the model
 #   (`helpers.ModuleBudget`).
@@ -901,13 +902,9 @@ PREDICTION_BAR = helpers.PREDICTION_BAR  # a prediction within 20% of the measur
 print(f"launches per token: the original's + {n_attention} x ({qwen_slow.launches:.0f} - {qwen_sdpa.launches:.0f}) "
       f"= the original's {extra_per_token:+,.0f} ({helpers.launch_note(per='call')})")
 if helpers.HAS_GPU:
-    # p_ours, measured: host time per call / launches per call, at Qwen3's shape (the one the model runs)
-    ours_us = 1e3 * qwen_slow.host_ms / qwen_slow.launches
-    blog_slow = times["blog", "slow"]
-    print(f"price of a launch of the per-head loop, at Qwen3's shape: {qwen_slow.host_ms:.3f} host ms per call / "
-          f"{qwen_slow.launches:.0f} launches per call = {ours_us:.1f} µs ({qwen_slow.host_clock}); the blog's "
-          f"shape, priced the same way, gives {1e3 * blog_slow.host_ms / blog_slow.launches:.1f} µs (not used: "
-          "the model runs at Qwen3's shape)")
+    print(f"the per-head loop at Qwen3's shape: {qwen_slow.host_ms:.3f} host ms per call ({qwen_slow.host_clock}), "
+          f"{qwen_slow.launches:.0f} launches per call, {qwen_slow_ours:.0f} of them ours; the price of a launch of "
+          "ours follows once the comparison below has priced a PyTorch launch")
 else:
     print("CPU mode: the wall-time budget needs every CUDA launch per token and the GPU-busy time, which only a "
           "GPU profile gives; only the count of our launches is predicted here.")
@@ -933,10 +930,24 @@ predicted_ms = budget = None
 if helpers.HAS_GPU:
     torch_us = ((profile_original.wall_ms_per_token - profile_original.gpu_busy_ms_per_token) * 1e3
                 / profile_original.launches)
-    # both prices measured here, not fitted: fitted_on names where each came from (chapter 8 prices module calls)
-    budget = helpers.LaunchBudget(torch_us=torch_us, ours_us=ours_us,
-                                  fitted_on=("original", "host time per call of the per-head attention"))
-    predicted_ms = budget.predict_ms(profile_custom)
+
+    def price_ours(shape) -> float:
+        """p_ours from the per-head loop at ``shape``: its host µs per call, less its PyTorch launches at
+        ``torch_us``, over its launches of ours (so that the budget charges a call what it cost on its own)."""
+        t = times[shape, "slow"]
+        ours = timing.query(f"shape == '{shape}' and version == 'slow'")["our launches"].iloc[0]
+        return (1e3 * t.host_ms - (t.launches - ours) * torch_us) / ours
+
+    ours_us = price_ours("qwen")  # Qwen3's shape: the one the model runs
+    if ours_us <= 0:  # the loop's PyTorch launches at the model's price already exceed its whole host time
+        print(f"no budget: the loop's {qwen_slow.launches - qwen_slow_ours:.0f} PyTorch launches at {torch_us:.1f} "
+              f"host µs each cost more than its whole host time per call, {1e3 * qwen_slow.host_ms:.1f} µs, which "
+              "leaves no positive price for a launch of ours")
+    else:
+        # both prices measured here, not fitted: fitted_on names where each came from (chapter 8 prices module calls)
+        budget = helpers.LaunchBudget(torch_us=torch_us, ours_us=ours_us,
+                                      fitted_on=("original", "host time per call of the per-head attention"))
+        predicted_ms = budget.predict_ms(profile_custom)
 rows = []
 for name, p in (("original", profile_original), (SLOW, profile_custom)):
     row = {"model": name, "wall ms per decoded token": round(p.wall_ms_per_token, 2),
@@ -952,7 +963,10 @@ print(f"wall ms per decoded token: {profile_custom.note}"  # in CPU mode the not
       + (f"; launches and GPU-busy ms: {helpers.launch_note()}" if helpers.HAS_GPU else "")
       + (f"; price of a PyTorch launch from the original: ({profile_original.wall_ms_per_token:.2f} wall ms - "
          f"{profile_original.gpu_busy_ms_per_token:.2f} GPU-busy ms) / {profile_original.launches:,.0f} = "
-         f"{torch_us:.1f} host µs"
+         f"{torch_us:.1f} host µs; price of a launch of ours from the per-head loop at Qwen3's shape: "
+         f"({1e3 * qwen_slow.host_ms:.1f} host µs per call - {qwen_slow.launches - qwen_slow_ours:.0f} PyTorch "
+         f"launches x {torch_us:.1f} µs) / {qwen_slow_ours:.0f} launches of ours = {ours_us:.1f} host µs (the blog's "
+         f"shape, priced the same way: {price_ours('blog'):.1f} µs, not used: the model runs at Qwen3's shape)"
          if budget is not None else ""))
 helpers.show(pd.DataFrame(rows).set_index("model"))
 
@@ -990,12 +1004,19 @@ if budget is not None:
         text += (f"With its {profile_custom.launches - ours:,.0f} PyTorch launches at {torch_us:.1f} host µs "
                  f"({torch_part:.2f} ms of host time) and {profile_custom.gpu_busy_ms_per_token:.2f} GPU-busy ms, the "
                  f"measurement leaves {implied_us:.1f} host µs per launch of ours inside `generate()`, against the "
-                 f"{ours_us:.1f} µs of host time per launch measured for the loop on its own: "
+                 f"{ours_us:.1f} µs the loop's own host time gave them: "
                  f"{abs(implied_us - ours_us) * ours / 1e3:.2f} wall ms per token that the budget "
                  + ("does not see" if implied_us > ours_us else "counts and the model does not spend")
-                 + f". (The loop's price spreads its host time over all {qwen_slow.launches:.0f} of its launches, "
-                 f"{qwen_slow.launches - qwen_slow_ours:.0f} of them PyTorch's, which the budget prices at "
-                 f"{torch_us:.1f} host µs instead.) ")
+                 + ". ")
+    # the loop's price is one host reading; the blog's shape read the same loop once more
+    if price_ours("blog") > 0:
+        alt_ms = helpers.LaunchBudget(torch_us=torch_us, ours_us=price_ours("blog"),
+                                      fitted_on=()).predict_ms(profile_custom)
+        text += (f"That price of ours rests on one host reading of the loop. Priced from the blog shape's reading "
+                 f"instead ({price_ours('blog'):.1f} µs per launch of ours), the budget would give {alt_ms:.2f} wall "
+                 f"ms per decoded token ({helpers.signed_pct(100 * (alt_ms / predicted_ms - 1))} against the "
+                 f"prediction above, {helpers.signed_pct(100 * (alt_ms / measured_ms - 1))} against the "
+                 "measurement): the prediction moves with the single host reading it rests on. ")
     text += (f"Of the predicted time, {budget.host_ms(profile_custom):.2f} ms are host work "
              f"({profile_custom.launches - profile_custom.project_launches_per_token:,.0f} PyTorch launches at "
              f"{torch_us:.1f} µs, {profile_custom.project_launches_per_token:,.0f} of ours at {ours_us:.1f} µs) and "

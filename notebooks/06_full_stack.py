@@ -420,7 +420,8 @@ if helpers.HAS_GPU:
     # decoded token's work: about 2 flop per weight, every weight read once (tied lm_head counted once)
     weights = list(model.parameters())
     flops, weight_bytes = 2 * sum(w.numel() for w in weights), sum(w.numel() * w.element_size() for w in weights)
-    regimes = [helpers.regime(w, b, flops, weight_bytes, per="decoded token") for w, b in zip(walls, busy)]
+    regimes = [helpers.regime(w, b, flops, weight_bytes, per="decoded token", clocks=("wall time", "GPU-busy time"))
+               for w, b in zip(walls, busy)]
     without_host = helpers.regime(None, busy[0], flops, weight_bytes, per="decoded token")
     text += ("In [the three regimes](01_setup.ipynb#Three-regimes) of chapter 1 (`helpers.regime`, with the wall ms "
              "per decoded token as the host's time to issue a token and the GPU-busy ms as the GPU's time to run "
@@ -758,15 +759,15 @@ if first >= 0:
     same_flip = pick_o == tok_o and pick_c == tok_c
     def preference(p, who):
         if p > 0:
-            return f"{who} preferred its own token by {p:.3g}"
+            return f"{who} preferred its own token by {p:.3g} in logit"
         if p == 0:
             return f"{who} saw an exact tie (argmax then picks the lower token id)"
-        return f"{who} now preferred the other token, by {-p:.3g}"
+        return f"{who} now preferred the other token, by {-p:.3g} in logit"
 
     bound = 2 * logit_gap[-1].item()  # the most the two models' logits can move the top-2 margin apart
     text = (f"The streams split at generated token **{first}**: the original picked {name(tok_o)}, the custom "
             f"stack {name(tok_c)}. In the forward pass over the shared prefix, {preference(pref_o, 'the original')} "
-            f"in logit and {preference(pref_c, 'the custom model')}. The largest logit difference between the two "
+            f"and {preference(pref_c, 'the custom model')}. The largest logit difference between the two "
             f"models at that step was {logit_gap[-1]:.3g}, so the custom model's logits could close the original's "
             f"top-2 margin by up to twice that, {bound:.3g}; the original's margin there was {margins[-1]:.3g}, "
             + ("within that reach: a flip was possible. " if margins[-1] <= bound else

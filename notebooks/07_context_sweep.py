@@ -218,7 +218,9 @@ def read_floors(runs, lengths, pre_floors):
              + ". " + threshold_against_spread(floors, noise)
              + f"The slowdown stood out of its threshold at {len(real)} of the {len(lengths)} lengths. A change of "
              f"the slowdown from one length to another has to clear thresholds like these (up to {100 * widest:.0f}% "
-             "here) to count: the trend reading below judges it against the noisier end's floor.")
+             "here) to count: the trend reading below holds a change from the first length to the last to the "
+             "noisier end's floor, and a move between any two lengths to the noisier of their own floors where "
+             "that is wider.")
     pre_stood = {L: helpers.verdict(pre_floors[L]) for L in lengths}
     text += ("\n\nThe prefill has its own A/A floors (the original's one-token generations against its own, round "
              "by round): " + "; ".join(f"{L}: {floor_text(pre_floors[L])} ({pre_floors[L].quartiles}), "
@@ -232,9 +234,10 @@ def read_floors(runs, lengths, pre_floors):
                  "much noise. ")
         inner = [L for L in pre_out if L not in (lengths[0], lengths[-1])]
         if inner:
-            text += (f"The trend readings below judge a change against the noisier end's floor only, so the floor "
-                     f"at {', '.join(str(L) for L in inner)} tokens widens none of their thresholds: read the prefill "
-                     "points there with that noise in mind.")
+            text += (f"The trend readings below hold a move to or from {', '.join(str(L) for L in inner)} tokens "
+                     f"to {'that floor' if len(inner) == 1 else 'those floors'}' threshold where it is wider than "
+                     "the ends' (each reading names such points), so a noisy point inside the sweep cannot make a "
+                     "trend, or break one, on its own.")
     return text
 
 
@@ -279,8 +282,10 @@ helpers.md(read_floors(runs, lengths, pre_floors))
 # ends alone would find one in noise. So the reading below (`read_trend`) uses every point. It says the
 # ratio *grew* or *shrank* only when two things hold:
 #
-# - the medians move one way from the shortest prompt to the longest: no step goes the other way by more
-#   than the noise threshold (a smaller step back counts as flat, and the reading names it);
+# - the medians move one way from the shortest prompt to the longest: no two lengths move against it by more
+#   than the noise threshold (a smaller step back counts as level, and the reading names it). Two lengths
+#   are held to the threshold of the noisier of their own A/A floors where that is wider than the ends', so
+#   a noisy point inside the sweep cannot make a trend, or break one, on its own (the reading names it);
 # - the change from the first point to the last is outside the noise by the series' one rule,
 #   `helpers.verdict`, applied to the ratio of the two (last over first) with the widest quartiles the
 #   two allow (the last's lower quartile over the first's upper one, and the reverse), against the
@@ -327,7 +332,7 @@ trends = {q: read_trend(points, fl, WALL, SWEEP) if WALL in q else read_trend(po
 dec_verdicts = {L: helpers.verdict(runs[L].decode_ratio(CUSTOM), dec_floors[L]) for L in lengths} if decodable else {}
 helpers.show(pd.DataFrame([
     {"quantity": q, "median at each prompt length": t.points, "last / first": t.change.median_text,
-     "quartile bounds": t.change.quartiles, "noise threshold": f"{100 * t.verdict.noise:.0f}%",
+     "quartile bounds": t.change.quartiles, "noise threshold (ends)": f"{100 * t.verdict.noise:.0f}%",
      "verdict (last / first)": t.verdict.text, "reading": t.word} for q, t in trends.items()]))
 ratio_trend = trends["time ratio, all custom / original"]
 gen_o, gen_c = trends["generation wall ms, original"], trends["generation wall ms, all custom"]
@@ -603,8 +608,8 @@ helpers.md(
 # every point"), set beside the predictions made before the measurement.
 
 # %%
-FLAT = "flat"  # no consistent trend, no step beyond the noise threshold, every point within it of the others
-MOVED_BOTH_WAYS = "moved both ways"  # no consistent trend: steps beyond the noise threshold in both directions
+FLAT = "flat"  # no consistent trend, every two points within the noise threshold of each other
+MOVED_BOTH_WAYS = "moved both ways"  # no consistent trend: a rise and a fall beyond the noise threshold
 UNCLEAR = "moved, no clear trend"  # no consistent trend, but not flat either
 
 
@@ -646,8 +651,8 @@ judged = judge_predictions()
 helpers.show(judged)
 held = judged["prediction held"] == "yes"
 helpers.md(f"{int(held.sum())} of the {int(judged['prediction held'].isin(['yes', 'no']).sum())} predictions that "
-           f"this run can judge held (\"{FLAT}\": no step between neighbouring lengths beyond the noise threshold "
-           f"and every point within it of the others; \"{MOVED_BOTH_WAYS}\": steps beyond it both up and down; "
+           f"this run can judge held (\"{FLAT}\": every two lengths within the noise threshold of each other; "
+           f"\"{MOVED_BOTH_WAYS}\": a rise and a fall beyond it; "
            f"\"{UNCLEAR}\": neither flat nor one way).")
 
 
@@ -656,14 +661,15 @@ def explain_misses(judged):
     the per-token time of either model, from the drift reading; the ratio, from how small a part of a
     generation the prefill is (the split table)."""
     missed = set(judged.loc[judged["prediction held"] == "no", "quantity"])
-    verb = lambda t: t.word if t.word != "no consistent trend" else "showed no consistent trend"
+    words = {FLAT: "stayed flat", MOVED_BOTH_WAYS: "moved both ways", UNCLEAR: "moved with no clear trend"}
+    verb = lambda t: words.get(trend_word(t), trend_word(t))  # the judge table's word, as a verb
     out = []
     for q in ("wall ms per decoded token, original", "wall ms per decoded token, all custom"):
         if q not in missed:
             continue
         t = trends[q]
         if trend_word(t) == MOVED_BOTH_WAYS:
-            out.append(f"*{q}* moved both ways between neighbouring lengths by more than its noise threshold "
+            out.append(f"*{q}* moved both ways, a rise and a fall by more than its noise threshold "
                        f"({100 * t.verdict.noise:.0f}%), where it was predicted to stay flat ({t.points}). More "
                        "context should not make a decode step cheaper, so a fall and a rise along the sweep point to "
                        "the host's drift between the lengths, which these absolute times carry (see *Context or "

@@ -865,11 +865,13 @@ if budget is not None:
             text += (listing(below) + " came out below chapter 2's empty Triton launch, which "
                      "was timed in another process. ")
     shown_factor = round(launch_budget.in_situ, 2)  # compared as printed: 1.004 reads 1.00, the same
-    factor_words = ("dearer there than" if shown_factor > 1 else "cheaper there than" if shown_factor < 1 else
-                    "the same there as")
-    text += (f"Fitted on *{FITTED[1]}*, the in-situ factor is **{launch_budget.in_situ:.2f}**: inside that model its "
-             f"swaps added {launch_budget.in_situ:.2f}x what they add at {PRICE_CLOCK} prices alone, "
-             f"{factor_words} on their own. ")
+    factor_v = helpers.verdict(launch_budget.in_situ)  # one fitted number: a direction only beyond the series' 5%
+    factor_words = ("dearer there than on their own" if factor_v.real and factor_v.ratio > 1 else
+                    "cheaper there than on their own" if factor_v.real else
+                    f"within the series' {100 * helpers.MIN_EFFECT:.0f}% of what they cost on their own")
+    factor = f"{launch_budget.in_situ:.{helpers.places_apart(launch_budget.in_situ, factor_v.bars)}f}"  # 1.049, not 1.05
+    text += (f"Fitted on *{FITTED[1]}*, the in-situ factor is **{factor}**: inside that model its "
+             f"swaps added {factor}x what they add at {PRICE_CLOCK} prices alone, {factor_words}. ")
     gpu_set = [name for name in judged["configuration"]
                if (profiles[name].gpu_busy_ms_per_token or 0.0) > launch_budget.host_ms(profiles[name])]
     text += (("With the base, each configuration's own prices alone, that one factor and the longer of host and "
@@ -890,9 +892,9 @@ if budget is not None:
     if implied:
         text += (" The in-situ factor that would put each judged configuration exactly on its measured time: "
                  + ", ".join(f"*{n}* {f:.2f}" for n, f in implied.items())
-                 + f" (fitted: {launch_budget.in_situ:.2f}).")
+                 + f" (fitted: {factor}).")
         other_side = [n for n, f in implied.items() if (round(f, 2) - 1) * (shown_factor - 1) < 0]
-        if other_side:  # one fitted factor, but these configurations' swaps went the other way of 1
+        if other_side and factor_v.real:  # one fitted factor, but these configurations' swaps went the other way of 1
             text += (" " + listing(other_side) + " would need a factor on the other side of 1 ("
                      + ("above" if shown_factor < 1 else "below") + " it, "
                      + ("dearer" if shown_factor < 1 else "cheaper") + " inside the model than on their own): "
@@ -939,7 +941,7 @@ def read_reproduced(again):
         near += r.get(bar) == "yes"
         first = recorded(h200_table, r["id"].split("/")[0])  # a kernel ratio: its first id
         when.setdefault(chapter, first.time if first else "")
-        lo, hi = (float(x) for x in r["quartiles"].split("-"))
+        lo, hi = again.attrs["quartile bounds"][r["id"]]  # unrounded: 2.686 may lie below a printed 2.69
         inside = lo <= committed <= hi
         outside += not inside
         line += (f"; {source} recorded {committed:.3f} ({helpers.signed_pct(r['deviation %'], helpers.REPRODUCE_BAR)}, "
@@ -969,9 +971,12 @@ def read_reproduced(again):
 
 again = None  # the re-measured headline ratios, where REMEASURE
 if REMEASURE:
+    models_again = helpers.reproduce(committed=H200_DIR / "results.csv", ids=helpers.REPRODUCE_CONFIGS,
+                                     comparison=comparison)
     again = pd.concat([kernels_again,  # timed before the comparison's profiles, at the top of the chapter
-                       helpers.reproduce(committed=H200_DIR / "results.csv", ids=helpers.REPRODUCE_CONFIGS,
-                                         comparison=comparison)], ignore_index=True)
+                       models_again], ignore_index=True)
+    again.attrs["quartile bounds"] = {**kernels_again.attrs["quartile bounds"],
+                                      **models_again.attrs["quartile bounds"]}
     helpers.show(again)  # no .round(): table_number rounds once (0.09067, not a padded 0.09100)
     helpers.md(read_reproduced(again))
 
@@ -1557,7 +1562,7 @@ if context_reading:
     helpers.show(pd.DataFrame([{"source": s, "median at each prompt length": trend.points,
                                 "last / first": trend.change.median_text,  # at its quartile bounds' digits
                                 "quartile bounds": trend.change.quartiles,
-                                "noise threshold": f"{100 * trend.verdict.noise:.0f}%",
+                                "noise threshold (ends)": f"{100 * trend.verdict.noise:.0f}%",
                                 "verdict (last / first)": trend.verdict.text, "reading": trend.word}]))
     for L, r in ratios.items():
         cite(n, f"all custom / original, {L}-token prompt", r.value, "x (wall)", r.verdict, s)
@@ -1578,7 +1583,8 @@ if context_reading:
              if abs(floors[L].value - 1) > max(abs(floors[end].value - 1), helpers.MIN_EFFECT / 2)]
     floors_text = ("The A/A floor at every point: " + ", ".join(f"{L}: {four(floors[L].value)}" for L in lengths)
                    + (f"; inside the sweep, at {', '.join(map(str, inner))} tokens, the original's run against itself "
-                      f"strayed further from 1 than at either end, so those points are noisier still. " if inner
+                      f"strayed further from 1 than at either end, so those points are noisier still, and the reading "
+                      "holds a move to or from them to their own floors' wider thresholds. " if inner
                       else ". "))
     lessons.append(f"**{title}** From {lengths[0]} to {lengths[-1]} prompt tokens (recorded by chapter 7, {s}), the "
                    f"all-custom model's time over the original's {trend.text}. Every point: {trend.points}. "

@@ -414,7 +414,8 @@ print(f"{len(comparison.orders)} shuffled rounds, prompt {comparison.prompt_len}
 #   two-pass one two, and their Python differs as much);
 # - a step's host time per token is the original's measured wall ms plus, for every call swapped, our call's
 #   price minus the replaced call's, times one *in-situ factor*: how much dearer calls are inside the model,
-#   where the rest of the step competes for the host's caches, than in a loop on their own;
+#   where the rest of the step competes for the host's caches, than in a loop on their own (fitted once;
+#   below 1 where a step's calls came out cheaper inside);
 # - the GPU works while the host is still launching, so the token takes the longer of the two:
 #   `max(host, GPU-busy)`.
 #

@@ -983,8 +983,11 @@ def test_reproduce_sets_a_kernel_ratio_beside_the_committed_one(tmp_path):
 
     committed = tmp_path / "results.csv"
     pd.DataFrame([{"id": "add.ratio", "value": 2.0, "unit": "x slower"}]).to_csv(committed, index=False)
-    table = helpers.reproduce(ids=["add.ratio"], committed=committed).set_index("id")
+    again = helpers.reproduce(ids=["add.ratio"], committed=committed)
+    low, high = again.attrs["quartile bounds"]["add.ratio"]  # unrounded, for inside/outside
+    table = again.set_index("id")
     row = table.loc["add.ratio"]
+    assert low <= row["yours"] <= high
     assert row["committed"] == 2.0 and row["yours"] > 0
     assert row["deviation %"] == pytest.approx(100 * (row["yours"] / 2.0 - 1))
     assert row["clock"] == helpers.CLOCK_LABELS["gpu" if helpers.HAS_GPU else "interpreter"]
@@ -1102,6 +1105,42 @@ def test_a_flat_line_is_told_from_one_that_moved_both_ways():
     # one step up beyond the noise, the rest flat, inside wide quartiles: moved, but not both ways
     one_step = {L: R([m * 0.8, m, m * 1.2]) for L, m in ((128, 30.0), (256, 33.0), (512, 33.5), (1024, 34.0))}
     assert not helpers.read_trend(one_step, unit="ms").both_ways
+
+
+def test_a_step_through_a_noisy_point_is_held_to_that_point_s_floor():
+    """Chapter 7's H200 run: the ratio went 4.70, 5.00, 4.53, 4.51 with the 256-token point's A/A floor at 1.172
+    (a 34% threshold): its +6.4% and -9.4% steps are noise by that point's own verdict, so the line is flat, not
+    'moved both ways'; with a quiet floor there the same steps are beyond the ends' 5%."""
+    R = helpers.Ratio.of
+    points = {128: R([4.70]), 256: R([5.00]), 512: R([4.53]), 1024: R([4.51])}
+    floors = {128: R([1.015]), 256: R([1.172]), 512: R([0.981]), 1024: R([1.003])}
+    noisy = helpers.read_trend(points, floors)
+    assert noisy.word == "no consistent trend" and noisy.flat and not noisy.both_ways
+    quiet = helpers.read_trend(points, {**floors, 256: R([1.0])})
+    assert not quiet.flat and quiet.both_ways
+    # a trend's step back inside a noisy point's wider threshold is named with that threshold
+    rising = {128: R([1.0]), 256: R([1.5]), 512: R([1.4]), 1024: R([2.0])}
+    trend = helpers.read_trend(rising, {128: R([1.0]), 256: R([1.0]), 512: R([1.1]), 1024: R([1.0])})
+    assert trend.word == "grew" and "stayed inside the noise threshold (20%)" in trend.text
+    assert "the point at 512 held to its own A/A floor's wider threshold (20%)" in trend.text
+    # a move between two quiet points is read across a noisy one between them
+    loud = {128: R([1.0]), 256: R([1.2]), 512: R([1.0]), 1024: R([1.0])}
+    fell = helpers.read_trend({128: R([1.00]), 256: R([1.30]), 512: R([0.95]), 1024: R([1.50])}, loud)
+    assert fell.word == "no consistent trend" and fell.both_ways  # 128 -> 512 fell 5.3% between quiet points
+    dip = helpers.read_trend({128: R([1.00]), 256: R([1.10]), 512: R([0.92]), 1024: R([1.00])}, loud)
+    assert dip.both_ways and not dip.flat
+
+
+def test_a_median_prints_to_its_quartiles_digits():
+    assert helpers.Ratio(1.0048, 0.983, 1.017, []).median_text == "1.005"  # not 1.00 beside 0.983-1.017
+    assert helpers.Ratio(1.10, 1.05, 1.15, []).median_text == "1.10"
+    assert helpers.Ratio(0.176, 0.175, 0.177, []).median_text == "0.176"
+
+
+def test_a_regime_names_the_clocks_it_was_given():
+    _, why = helpers.regime(0.020, 0.005, 1e6, 2e6, "h200", per="decoded token", clocks=("wall time", "GPU-busy time"))
+    assert why.startswith("wall time") and "against GPU-busy time" in why
+    assert helpers.regime(0.020, 0.005, 1e6, 2e6, "h200")[1].startswith("host time")
 
 
 def test_the_noisier_floor_is_the_one_furthest_from_1():
