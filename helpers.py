@@ -2430,9 +2430,13 @@ def read_trend(points: dict, floors: dict | None = None, unit: str = "x", along:
     rises, falls = ([p for p in pairs if (medians[p[1]] - medians[p[0]]) * sign > 0] for sign in (1, -1))
     flat, both_ways = not pairs, bool(rises and falls)
     one_way = not both_ways
+    def pct(t):  # a held threshold in the digits that tell it from the ends' (20.4%, not 20%)
+        return f"{100 * t:.{places_apart(100 * t, (100 * v.noise,), places=0, most=2)}f}%"
+
     held = (f"; {'the point' if len(wider) == 1 else 'the points'} at {', '.join(str(L) for L in wider)} held to "
-            f"{'its' if len(wider) == 1 else 'their'} own A/A floor's wider threshold ("
-            + ", ".join(f"{100 * t:.0f}%" for t in wider.values()) + ")") if wider else ""
+            + ("its own A/A floor's wider threshold (" if len(wider) == 1 else
+               "their own A/A floors' wider thresholds (")
+            + ", ".join(pct(t) for t in wider.values()) + ")") if wider else ""
 
     def fmt(x, more=0):  # "x" to 3 significant digits (0.176x, 1.71x, 12.3x), other units to 0.1; plus ``more``
         if unit != "x":
@@ -2441,7 +2445,7 @@ def read_trend(points: dict, floors: dict | None = None, unit: str = "x", along:
         return f"{x:.{places + more}f}x"
 
     def a_to_b(a, b, labels=("", "")) -> str:  # "a to b" in the digits (up to 3 more) that tell them apart
-        more = next((d for d in range(4) if fmt(a, d) != fmt(b, d)), 3)
+        more = next((d for d in range(4) if fmt(a, d) != fmt(b, d)), 0 if a == b else 3)  # equal: no padding
         return f"{labels[0]}{fmt(a, more)} to {labels[1]}{fmt(b, more)}"
 
     every = ", ".join(f"{L}: {fmt(m)}" for L, m in zip(lengths, medians))

@@ -422,10 +422,11 @@ text = (
     f"With the cache the model generated **{tps_kv:.1f} tokens/s**, without it **{tps_no_kv:.1f} tokens/s** "
     f"(medians; prefill included); the original's copy, the same model timed in the same rounds, ran at "
     f"{tps_again:.1f} tokens/s, "
-    + (f"{abs(100 * (tps_again / tps_kv - 1)):.1f}% {'above' if tps_again > tps_kv else 'below'} the original"
-       if round(100 * (tps_again / tps_kv - 1), 1) else "level with the original")
-    + ", which is how far two medians of identical "
-    "models fell apart here. Medians of tokens/s set side by side decide nothing; the rounds do. Round by round, a "
+    + (f"{abs(100 * (tps_again / tps_kv - 1)):.1f}% {'above' if tps_again > tps_kv else 'below'} the original, "
+       "which is how far two medians of identical models fell apart here. "
+       if round(100 * (tps_again / tps_kv - 1), 1) else
+       "level with the original: two medians of identical models agreed here. ")
+    + "Medians of tokens/s set side by side decide nothing; the rounds do. Round by round, a "
     f"generation without the cache took a median **{r.median_text}x** the wall time of one with it (middle half of the "
     f"rounds {r.quartiles}), while the original against itself gave {floor.median_text} (middle half "
     f"{floor.quartiles}): the middle half of the rounds of the very same model reached {100 * floor_spread:.0f}% "

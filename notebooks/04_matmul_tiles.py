@@ -1312,7 +1312,8 @@ def beside_chapter3(last, last_v) -> str:
             f"them, with `lm_head`, came out **{last_v.text}** (generation time over the step before's, round by "
             f"round: {last.median_text}, quartiles {last.quartiles}; per decoded token, the difference of the two "
             f"steps' medians: {change_ms:+.2f} wall ms). ")
-    medians = f"their medians, {r.median_text} and {last.median_text}, lie {sides_of_one(r.median, last.median)}"
+    r3_median = r.median_text if r3["low"] == r3["low"] else f"{r.median:.3f}"  # no quartiles: no digits to match
+    medians = f"their medians, {r3_median} and {last.median_text}, lie {sides_of_one(r.median, last.median)}"
     if said == direction(last_v) == "no change":  # neither points a direction, whatever side its median lies on
         return text + ("Neither stood out of its noise, so neither points a direction: the two agree that their "
                        f"rounds cannot tell this swap's effect ({medians}). ")

@@ -966,7 +966,8 @@ print(f"wall ms per decoded token: {profile_custom.note}"  # in CPU mode the not
          f"{torch_us:.1f} host µs; price of a launch of ours from the per-head loop at Qwen3's shape: "
          f"({1e3 * qwen_slow.host_ms:.1f} host µs per call - {qwen_slow.launches - qwen_slow_ours:.0f} PyTorch "
          f"launches x {torch_us:.1f} µs) / {qwen_slow_ours:.0f} launches of ours = {ours_us:.1f} host µs (the blog's "
-         f"shape, priced the same way: {price_ours('blog'):.1f} µs, not used: the model runs at Qwen3's shape)"
+         + (f"shape, priced the same way: {price_ours('blog'):.1f} µs, not used: the model runs at Qwen3's shape)"
+            if price_ours("blog") > 0 else "shape leaves no positive price that way)")
          if budget is not None else ""))
 helpers.show(pd.DataFrame(rows).set_index("model"))
 
@@ -1016,7 +1017,11 @@ if budget is not None:
                  f"instead ({price_ours('blog'):.1f} µs per launch of ours), the budget would give {alt_ms:.2f} wall "
                  f"ms per decoded token ({helpers.signed_pct(100 * (alt_ms / predicted_ms - 1))} against the "
                  f"prediction above, {helpers.signed_pct(100 * (alt_ms / measured_ms - 1))} against the "
-                 "measurement): the prediction moves with the single host reading it rests on. ")
+                 "measurement)"
+                 + (": the prediction moves with the single host reading it rests on. "
+                    if abs(alt_ms / predicted_ms - 1) > helpers.MIN_EFFECT else
+                    f": within the series' {100 * helpers.MIN_EFFECT:.0f}% of it, so the second reading hardly "
+                    "moves the prediction. "))
     text += (f"Of the predicted time, {budget.host_ms(profile_custom):.2f} ms are host work "
              f"({profile_custom.launches - profile_custom.project_launches_per_token:,.0f} PyTorch launches at "
              f"{torch_us:.1f} µs, {profile_custom.project_launches_per_token:,.0f} of ours at {ours_us:.1f} µs) and "
@@ -1028,6 +1033,10 @@ if budget is not None:
              + ("the host paced the decode step, as expected. " if busy["patched"] < 0.5 else
                 "the GPU's own work took most of the step, so the host did not pace it alone, against the "
                 "expectation. "))
+elif helpers.HAS_GPU:
+    text += (f"There is no wall-time prediction: the loop's {qwen_slow.launches - qwen_slow_ours:.0f} PyTorch "
+             f"launches at {torch_us:.1f} host µs each cost more than its whole host time per call, which leaves no "
+             "positive price for a launch of ours. ")
 else:
     text += ("In CPU mode there is no wall-time prediction: the budget needs every CUDA launch and the GPU-busy "
              "time per token. ")

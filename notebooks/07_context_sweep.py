@@ -234,10 +234,10 @@ def read_floors(runs, lengths, pre_floors):
                  "much noise. ")
         inner = [L for L in pre_out if L not in (lengths[0], lengths[-1])]
         if inner:
+            whose = "that floor's threshold" if len(inner) == 1 else "those floors' thresholds"
             text += (f"The trend readings below hold a move to or from {', '.join(str(L) for L in inner)} tokens "
-                     f"to {'that floor' if len(inner) == 1 else 'those floors'}' threshold where it is wider than "
-                     "the ends' (each reading names such points), so a noisy point inside the sweep cannot make a "
-                     "trend, or break one, on its own.")
+                     f"to {whose} where wider than the ends' (each reading names such points), so a noisy point "
+                     "inside the sweep cannot make a trend, or break one, on its own.")
     return text
 
 
@@ -608,7 +608,7 @@ helpers.md(
 # every point"), set beside the predictions made before the measurement.
 
 # %%
-FLAT = "flat"  # no consistent trend, every two points within the noise threshold of each other
+FLAT = "flat"  # no consistent trend, every two points within the noise threshold (or a noisier point's own) of each other
 MOVED_BOTH_WAYS = "moved both ways"  # no consistent trend: a rise and a fall beyond the noise threshold
 UNCLEAR = "moved, no clear trend"  # no consistent trend, but not flat either
 
@@ -651,7 +651,8 @@ judged = judge_predictions()
 helpers.show(judged)
 held = judged["prediction held"] == "yes"
 helpers.md(f"{int(held.sum())} of the {int(judged['prediction held'].isin(['yes', 'no']).sum())} predictions that "
-           f"this run can judge held (\"{FLAT}\": every two lengths within the noise threshold of each other; "
+           f"this run can judge held (\"{FLAT}\": every two lengths within the noise threshold of each other, or "
+           "within a noisier point's own wider threshold, named in its reading; "
            f"\"{MOVED_BOTH_WAYS}\": a rise and a fall beyond it; "
            f"\"{UNCLEAR}\": neither flat nor one way).")
 

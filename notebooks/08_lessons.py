@@ -576,6 +576,9 @@ helpers.md(f"**Did *{ALL_PROJ}* cost less than *{ATT_MLP}*?** "
 # %%
 if REMEASURE:
     launch_budget = helpers.fit_module_budget(profiles, FITTED)
+    # the fitted factor as the text prints it: 1.049 beside the series' 5%, not a 1.05 that reads as its edge
+    in_situ_places = helpers.places_apart(launch_budget.in_situ, helpers.verdict(launch_budget.in_situ).bars)
+    in_situ_text = f"{launch_budget.in_situ:.{in_situ_places}f}"
     predicted = {name: launch_budget.predict_ms(p) for name, p in profiles.items()}
     PRICE_CLOCK = "host" if helpers.HAS_GPU else "interpreter"  # the clock of a call's price alone
     P = SIZES.prompt_len
@@ -868,8 +871,8 @@ if budget is not None:
     factor_v = helpers.verdict(launch_budget.in_situ)  # one fitted number: a direction only beyond the series' 5%
     factor_words = ("dearer there than on their own" if factor_v.real and factor_v.ratio > 1 else
                     "cheaper there than on their own" if factor_v.real else
-                    f"within the series' {100 * helpers.MIN_EFFECT:.0f}% of what they cost on their own")
-    factor = f"{launch_budget.in_situ:.{helpers.places_apart(launch_budget.in_situ, factor_v.bars)}f}"  # 1.049, not 1.05
+                    f"within the series' {100 * helpers.MIN_EFFECT:.0f}% of what they add at prices alone")
+    factor = in_situ_text
     text += (f"Fitted on *{FITTED[1]}*, the in-situ factor is **{factor}**: inside that model its "
              f"swaps added {factor}x what they add at {PRICE_CLOCK} prices alone, {factor_words}. ")
     gpu_set = [name for name in judged["configuration"]
@@ -1085,7 +1088,7 @@ def not_a_mirror(fixes, name, r, source):
     text = (f"; the two are not mirror images: the swap changed the launches by {launches:+.0f} per decoded token, "
             f"in {calls:.0f} calls of ours that replace as many of the original's "
             f"({launch_budget.swapped_ms(swap):+.2f} host ms at prices alone; this chapter's profile), "
-            f"{host:+.1f} host ms per decoded token by this chapter's launch budget (x {launch_budget.in_situ:.2f} "
+            f"{host:+.1f} host ms per decoded token by this chapter's launch budget (x {in_situ_text} "
             "in the model)")
     steps = list(fixes.index)
     before = fixes.iloc[steps.index(name) - 1]["launches per decoded token"]
@@ -1532,7 +1535,7 @@ if budget is not None:
                     f"µs for *{cheap}* to {four(ours_prices[dear])} µs for *{dear}*) minus the price alone of the "
                     "original's call it replaces")
     text = (f"**{title}** With *{FITTED[0]}*'s measured wall time as the base, {prices_alone}, one in-situ factor "
-            f"fitted on *{FITTED[1]}* ({launch_budget.in_situ:.2f})"
+            f"fitted on *{FITTED[1]}* ({in_situ_text})"
             + (" and the longer of host and GPU-busy time" if helpers.HAS_GPU else "")
             + f", the launch-budget model predicted {len(hits)} of the {len(judged)} other configurations within "
             f"{100 * BAR:.0f}% of their measured wall ms per decoded token (this chapter's table, {YOURS}"
