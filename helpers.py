@@ -964,7 +964,8 @@ def plot_timelines(timelines: dict, name: str | None = None):
             ax.broken_barh(list(zip(part["start_us"], part["dur_us"].clip(lower=0.3))), (1 - row - 0.4, 0.8),
                            color=colors[lane], linewidth=0)
         s = timeline_summary(df)
-        ax.set_yticks([1, 0], [f"{s['host launches']} host launches", f"{s['GPU kernels']} GPU kernels"])
+        n, k = s["host launches"], s["GPU kernels"]
+        ax.set_yticks([1, 0], [f"{n} host launch{'es' if n != 1 else ''}", f"{k} GPU kernel{'s' if k != 1 else ''}"])
         ax.set_ylim(-0.6, 1.6)
         ax.set_title(f"{label}: one decode step traced, {s[SPAN_US] / 1e3:.2f} trace ms span; GPU busy "
                      f"{s[BUSY_US] / 1e3:.2f} ms of profiler kernel time "
