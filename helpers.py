@@ -1159,6 +1159,7 @@ def _bytes_label(n: float) -> str:
 
 
 REGIMES = ("overhead-bound", "memory-bound", "compute-bound")
+TOKEN_CLOCKS = ("wall time", "GPU-busy time")  # a decoded token's two times, as ``regime``'s reason names them
 
 
 def regime(host_ms: float | None, gpu_ms: float | None, flops: float, bytes_moved: float,
@@ -2025,10 +2026,10 @@ class Verdict:
         return self.ratio > 0 and abs(abs(math.log(self.ratio)) - edge) < edge / 2
 
 
-def threshold_pct(noise: float) -> str:
-    """A threshold as a percentage, whole unless a widened one would print as the series' minimum (5.3%, not 5%)."""
-    whole = f"{100 * noise:.0f}%"
-    return f"{100 * noise:.1f}%" if noise > MIN_EFFECT and whole == f"{100 * MIN_EFFECT:.0f}%" else whole
+def threshold_pct(noise: float, edge: float = MIN_EFFECT) -> str:
+    """A threshold as a percentage, whole unless a widened one would print as ``edge``, the threshold it widens
+    (the series' minimum: 5.3%, not 5%)."""
+    return f"{100 * noise:.{places_apart(100 * noise, (100 * edge,), places=0, most=1)}f}%"
 
 
 def noisier_floor(floors) -> Ratio | None:
@@ -2430,14 +2431,10 @@ def read_trend(points: dict, floors: dict | None = None, unit: str = "x", along:
     pairs = [(i, j) for i in range(len(medians)) for j in range(i + 1, len(medians)) if apart(i, j)]
     rises, falls = ([p for p in pairs if (medians[p[1]] - medians[p[0]]) * sign > 0] for sign in (1, -1))
     flat, both_ways = not pairs, bool(rises and falls)
-    one_way = not both_ways
-    def pct(t):  # a held threshold in the digits that tell it from the ends' (20.4%, not 20%)
-        return f"{100 * t:.{places_apart(100 * t, (100 * v.noise,), places=0, most=2)}f}%"
-
     held = (f"; {'the point' if len(wider) == 1 else 'the points'} at {', '.join(str(L) for L in wider)} held to "
             + ("its own A/A floor's wider threshold (" if len(wider) == 1 else
                "their own A/A floors' wider thresholds (")
-            + ", ".join(pct(t) for t in wider.values()) + ")") if wider else ""
+            + ", ".join(threshold_pct(t, v.noise) for t in wider.values()) + ")") if wider else ""
 
     def fmt(x, more=0):  # "x" to 3 significant digits (0.176x, 1.71x, 12.3x), other units to 0.1; plus ``more``
         if unit != "x":
@@ -2451,7 +2448,7 @@ def read_trend(points: dict, floors: dict | None = None, unit: str = "x", along:
 
     every = ", ".join(f"{L}: {fmt(m)}" for L, m in zip(lengths, medians))
     span = a_to_b(medians[0], medians[-1])
-    if v.real and one_way:
+    if v.real and not both_ways:
         word = "grew" if v.ratio > 1 else "shrank"
         # steps that went the other way by less than the noise threshold: flat by the rule, but named
         against = [i for i in range(len(medians) - 1) if (medians[i + 1] - medians[i]) * (v.ratio - 1) < 0]
@@ -2461,14 +2458,14 @@ def read_trend(points: dict, floors: dict | None = None, unit: str = "x", along:
                          every)
         return Trend(word, f"{word} with {along}: {span}, outside the noise; the step{'s' if len(back) > 1 else ''} "
                      f"against it ({'; '.join(back)}) stayed inside the noise threshold "
-                     f"({100 * max(noise(i, i + 1) for i in against):.0f}%){held}",
+                     f"({threshold_pct(max(noise(i, i + 1) for i in against), v.noise)}){held}",
                      change, v, every)
     reasons = []
     if change.low <= 1 <= change.high:  # the quartiles leave room for no change: the spread is at least the change
         reasons.append("within the per-round spread")
     elif not v.real:
         reasons.append(f"within noise by the series' rule (its noise threshold here: {100 * v.noise:.0f}% from 1)")
-    if not one_way:
+    if both_ways:
         reasons.append("not one way from point to point")
     inner = medians[1:-1]  # the points between the two ends, named where they reach outside them
     outside = inner and (min(inner) < min(medians[0], medians[-1]) or max(inner) > max(medians[0], medians[-1]))

@@ -658,9 +658,8 @@ else:
 # %%
 step_flops = 2 * census["parameters"]  # a multiply and an add per weight (attention at this context: negligible)
 step_bytes = census["bytes"]  # every weight read once
-TOKEN_CLOCKS = ("wall time", "GPU-busy time")  # a decoded token's two times, as the regime's reason names them
 step_regime, why = helpers.regime(prof.wall_ms_per_token, prof.gpu_busy_ms_per_token, step_flops, step_bytes,
-                                  per="decoded token", clocks=TOKEN_CLOCKS)
+                                  per="decoded token", clocks=helpers.TOKEN_CLOCKS)
 print(f"one decode step: {step_flops / 1e9:.3g} GFLOP over {step_bytes / 1e6:,.1f} MB of weights, "
       f"{step_flops / step_bytes:.2f} flop per byte")
 print(f"regime: {step_regime} ({why})")

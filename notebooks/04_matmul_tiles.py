@@ -1314,17 +1314,11 @@ def beside_chapter3(last, last_v) -> str:
             f"steps' medians: {change_ms:+.2f} wall ms). ")
     r3_median = r.median_text if r3["low"] == r3["low"] else f"{r.median:.3f}"  # no quartiles: no digits to match
     medians = f"their medians, {r3_median} and {last.median_text}, lie {sides_of_one(r.median, last.median)}"
-    if said == direction(last_v) == "no change":  # neither points a direction, whatever side its median lies on
-        return text + ("Neither stood out of its noise, so neither points a direction: the two agree that their "
-                       f"rounds cannot tell this swap's effect ({medians}). ")
+    unseen = unseen_direction({"chapter 3's swap": said, "this step": direction(last_v)}, medians)
+    if unseen:
+        return text + unseen + lm_head_note(last_v)
     if said == direction(last_v):
         return text + "The two point the same way. "
-    if "no change" in (said, direction(last_v)):  # one stood out, the other did not: no disagreement on a direction
-        quiet, loud, way = (("chapter 3's", "this step", direction(last_v)) if said == "no change" else
-                            ("this step's", "chapter 3's swap", said))
-        text += (f"Only {loud} stood out of its noise ({way}); {quiet} rounds could not tell a direction, so they "
-                 f"neither confirm nor contradict it ({medians}). ")
-        return text + lm_head_note(last_v)
     reasons = ("The host's state can differ between the two processes (the paragraph below sets this chapter's "
                "original beside chapter 1's and says whether it moved); and the RMSNorm swap need not cost the same beside our projections as "
                "beside PyTorch's, since what a launch removed or added costs the host depends on what runs around it. ")
@@ -1349,6 +1343,20 @@ def lm_head_note(last_v) -> str:
             f"(M, K, N) = {tuple(decode_shape)}, our matmul was {decode_v.text} than PyTorch's in {CLOCK} "
             f"above; `lm_head`'s own shape, {(1, model.config.hidden_size, model.config.vocab_size)}, was "
             "not timed. ")
+
+
+def unseen_direction(directions: dict, medians: str) -> str:
+    """Two verdicts' directions ({who: "slower", "faster" or "no change"}) where one or both could not tell a
+    direction from noise: no agreement or disagreement on a direction, with where the ``medians`` lie; '' where
+    both stood out."""
+    quiet = [who for who, d in directions.items() if d == "no change"]
+    if not quiet:
+        return ""
+    if len(quiet) == len(directions):
+        return f"Neither stood out of its noise, so neither points a direction ({medians}). "
+    loud = next(who for who in directions if who not in quiet)
+    return (f"Only {loud} stood out of its noise ({directions[loud]}); {quiet[0]} neither confirms nor contradicts "
+            f"it ({medians}). ")
 
 
 def sides_of_one(a, b) -> str:
@@ -1535,16 +1543,11 @@ helpers.md(
     f"{B('matmul.tps_all_proj_rmsnorm_original')} to {B('matmul.tps_all_proj_rmsnorm')} tokens/s. Its last "
     f"step over the one before: {blog_ratio[LAST]:.2f} / {blog_ratio['attention + MLP proj']:.2f} = "
     f"{blog_last.ratio:.2f}, **{blog_last.text}**; yours, round by round: {last.median_text}, **{last_v.text}**. "
-    + (f"Neither run's last step stood out of its noise (the blog's by the series' "
-       f"{100 * helpers.MIN_EFFECT:.0f}% rule alone), so neither points a direction ({both_medians}). "
-       if same and direction(last_v) == "no change" else
-       f"The two runs agree on the direction of the last step ({direction(last_v)}). " if same else
-       f"The two runs disagree on the direction of the last step (blog: {direction(blog_last)}, yours: "
-       f"{direction(last_v)}). " if "no change" not in (direction(blog_last), direction(last_v)) else
-       f"Yours did not stand out of this run's noise ({last_v.reason}), so it neither confirms nor contradicts the "
-       f"blog's {direction(blog_last)} step ({both_medians}). " if direction(last_v) == "no change" else
-       f"The blog's step did not stand out of the series' {100 * helpers.MIN_EFFECT:.0f}% rule, so it neither "
-       f"confirms nor contradicts yours, {direction(last_v)} ({both_medians}). ")
+    + (unseen_direction({f"the blog's last step (by the series' {100 * helpers.MIN_EFFECT:.0f}% rule alone)":
+                         direction(blog_last), "your last step": direction(last_v)}, both_medians)
+       or (f"The two runs agree on the direction of the last step ({direction(last_v)}). " if same else
+           f"The two runs disagree on the direction of the last step (blog: {direction(blog_last)}, yours: "
+           f"{direction(last_v)}). "))
     + "The blog's ratios come from single runs, so whether its step-to-step change stands out of its noise "
     "cannot be told from the post."
 )

@@ -938,11 +938,13 @@ if helpers.HAS_GPU:
         ours = timing.query(f"shape == '{shape}' and version == 'slow'")["our launches"].iloc[0]
         return (1e3 * t.host_ms - (t.launches - ours) * torch_us) / ours
 
-    ours_us = price_ours("qwen")  # Qwen3's shape: the one the model runs
-    if ours_us <= 0:  # the loop's PyTorch launches at the model's price already exceed its whole host time
-        print(f"no budget: the loop's {qwen_slow.launches - qwen_slow_ours:.0f} PyTorch launches at {torch_us:.1f} "
-              f"host µs each cost more than its whole host time per call, {1e3 * qwen_slow.host_ms:.1f} µs, which "
-              "leaves no positive price for a launch of ours")
+    ours_us, blog_us = price_ours("qwen"), price_ours("blog")  # Qwen3's shape is the one the model runs
+    # where the loop's PyTorch launches at the model's price already exceed its whole host time
+    no_budget = (f"There is no wall-time prediction: the loop's {qwen_slow.launches - qwen_slow_ours:.0f} PyTorch "
+                 f"launches at {torch_us:.1f} host µs each cost more than its whole host time per call, "
+                 f"{1e3 * qwen_slow.host_ms:.1f} µs, which leaves no positive price for a launch of ours. ")
+    if ours_us <= 0:
+        print(no_budget)
     else:
         # both prices measured here, not fitted: fitted_on names where each came from (chapter 8 prices module calls)
         budget = helpers.LaunchBudget(torch_us=torch_us, ours_us=ours_us,
@@ -966,8 +968,8 @@ print(f"wall ms per decoded token: {profile_custom.note}"  # in CPU mode the not
          f"{torch_us:.1f} host µs; price of a launch of ours from the per-head loop at Qwen3's shape: "
          f"({1e3 * qwen_slow.host_ms:.1f} host µs per call - {qwen_slow.launches - qwen_slow_ours:.0f} PyTorch "
          f"launches x {torch_us:.1f} µs) / {qwen_slow_ours:.0f} launches of ours = {ours_us:.1f} host µs (the blog's "
-         + (f"shape, priced the same way: {price_ours('blog'):.1f} µs, not used: the model runs at Qwen3's shape)"
-            if price_ours("blog") > 0 else "shape leaves no positive price that way)")
+         + (f"shape, priced the same way: {blog_us:.1f} µs, not used: the model runs at Qwen3's shape)"
+            if blog_us > 0 else "shape leaves no positive price that way)")
          if budget is not None else ""))
 helpers.show(pd.DataFrame(rows).set_index("model"))
 
@@ -1010,11 +1012,10 @@ if budget is not None:
                  + ("does not see" if implied_us > ours_us else "counts and the model does not spend")
                  + ". ")
     # the loop's price is one host reading; the blog's shape read the same loop once more
-    if price_ours("blog") > 0:
-        alt_ms = helpers.LaunchBudget(torch_us=torch_us, ours_us=price_ours("blog"),
-                                      fitted_on=()).predict_ms(profile_custom)
+    if blog_us > 0:
+        alt_ms = helpers.LaunchBudget(torch_us=torch_us, ours_us=blog_us, fitted_on=()).predict_ms(profile_custom)
         text += (f"That price of ours rests on one host reading of the loop. Priced from the blog shape's reading "
-                 f"instead ({price_ours('blog'):.1f} µs per launch of ours), the budget would give {alt_ms:.2f} wall "
+                 f"instead ({blog_us:.1f} µs per launch of ours), the budget would give {alt_ms:.2f} wall "
                  f"ms per decoded token ({helpers.signed_pct(100 * (alt_ms / predicted_ms - 1))} against the "
                  f"prediction above, {helpers.signed_pct(100 * (alt_ms / measured_ms - 1))} against the "
                  "measurement)"
@@ -1034,9 +1035,7 @@ if budget is not None:
                 "the GPU's own work took most of the step, so the host did not pace it alone, against the "
                 "expectation. "))
 elif helpers.HAS_GPU:
-    text += (f"There is no wall-time prediction: the loop's {qwen_slow.launches - qwen_slow_ours:.0f} PyTorch "
-             f"launches at {torch_us:.1f} host µs each cost more than its whole host time per call, which leaves no "
-             "positive price for a launch of ours. ")
+    text += no_budget
 else:
     text += ("In CPU mode there is no wall-time prediction: the budget needs every CUDA launch and the GPU-busy "
              "time per token. ")

@@ -420,7 +420,7 @@ if helpers.HAS_GPU:
     # decoded token's work: about 2 flop per weight, every weight read once (tied lm_head counted once)
     weights = list(model.parameters())
     flops, weight_bytes = 2 * sum(w.numel() for w in weights), sum(w.numel() * w.element_size() for w in weights)
-    regimes = [helpers.regime(w, b, flops, weight_bytes, per="decoded token", clocks=("wall time", "GPU-busy time"))
+    regimes = [helpers.regime(w, b, flops, weight_bytes, per="decoded token", clocks=helpers.TOKEN_CLOCKS)
                for w, b in zip(walls, busy)]
     without_host = helpers.regime(None, busy[0], flops, weight_bytes, per="decoded token")
     text += ("In [the three regimes](01_setup.ipynb#Three-regimes) of chapter 1 (`helpers.regime`, with the wall ms "

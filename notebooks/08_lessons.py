@@ -872,9 +872,8 @@ if budget is not None:
     factor_words = ("dearer there than on their own" if factor_v.real and factor_v.ratio > 1 else
                     "cheaper there than on their own" if factor_v.real else
                     f"within the series' {100 * helpers.MIN_EFFECT:.0f}% of what they add at prices alone")
-    factor = in_situ_text
-    text += (f"Fitted on *{FITTED[1]}*, the in-situ factor is **{factor}**: inside that model its "
-             f"swaps added {factor}x what they add at {PRICE_CLOCK} prices alone, {factor_words}. ")
+    text += (f"Fitted on *{FITTED[1]}*, the in-situ factor is **{in_situ_text}**: inside that model its "
+             f"swaps added {in_situ_text}x what they add at {PRICE_CLOCK} prices alone, {factor_words}. ")
     gpu_set = [name for name in judged["configuration"]
                if (profiles[name].gpu_busy_ms_per_token or 0.0) > launch_budget.host_ms(profiles[name])]
     text += (("With the base, each configuration's own prices alone, that one factor and the longer of host and "
@@ -895,7 +894,7 @@ if budget is not None:
     if implied:
         text += (" The in-situ factor that would put each judged configuration exactly on its measured time: "
                  + ", ".join(f"*{n}* {f:.2f}" for n, f in implied.items())
-                 + f" (fitted: {factor}).")
+                 + f" (fitted: {in_situ_text}).")
         other_side = [n for n, f in implied.items() if (round(f, 2) - 1) * (shown_factor - 1) < 0]
         if other_side and factor_v.real:  # one fitted factor, but these configurations' swaps went the other way of 1
             text += (" " + listing(other_side) + " would need a factor on the other side of 1 ("

@@ -1138,7 +1138,7 @@ def test_a_median_prints_to_its_quartiles_digits():
 
 
 def test_a_regime_names_the_clocks_it_was_given():
-    _, why = helpers.regime(0.020, 0.005, 1e6, 2e6, "h200", per="decoded token", clocks=("wall time", "GPU-busy time"))
+    _, why = helpers.regime(0.020, 0.005, 1e6, 2e6, "h200", per="decoded token", clocks=helpers.TOKEN_CLOCKS)
     assert why.startswith("wall time") and "against GPU-busy time" in why
     assert helpers.regime(0.020, 0.005, 1e6, 2e6, "h200")[1].startswith("host time")
 
