@@ -199,9 +199,10 @@ print(inspect.getsource(kernels.FastDecoderLayer.forward))
 #    with the largest logit difference between the models: a pick can flip only where the margin is at
 #    most twice that difference. A split with a wider margin is an error, not rounding.
 # 3. **Greedy tokens, graph against eager**: the fast model replayed from a CUDA graph should generate the
-#    tokens the eager fast model generates, up to near-ties: it runs the same kernels, but over a static
-#    cache, where the decode attention splits the keys differently. Its first token comes from the same
-#    eager prefill, so a difference there is a bug.
+#    tokens the eager fast model generates, up to near-ties: it runs the same Triton kernels, but over a
+#    static cache (which brings more PyTorch kernels of its own, counted below), where the decode attention
+#    splits the keys differently. Its first token comes from the same eager prefill, so a difference there
+#    is a bug.
 
 # %%
 model, tokenizer, description = helpers.load_model()
