@@ -200,8 +200,8 @@ print(inspect.getsource(kernels.FastDecoderLayer.forward))
 #    most twice that difference. A split with a wider margin is an error, not rounding.
 # 3. **Greedy tokens, graph against eager**: the fast model replayed from a CUDA graph should generate the
 #    tokens the eager fast model generates, up to near-ties: it runs the same Triton kernels, but over a
-#    static cache (which brings more PyTorch kernels of its own, counted below), where the decode attention
-#    splits the keys differently. Its first token comes from the same eager prefill, so a difference there
+#    static cache, whose bookkeeping can add PyTorch kernels of its own (the trace below counts them), and
+#    where the decode attention splits the keys differently. Its first token comes from the same eager prefill, so a difference there
 #    is a bug.
 
 # %%
