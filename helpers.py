@@ -8,7 +8,7 @@ It answers the questions each chapter asks, the same way every time:
 * what happens when our kernels replace PyTorch's (``patched``);
 * what did we measure, and what did the blog measure (``record``, ``compare``).
 
-Imports point one way: notebooks import ``helpers`` and ``kernels``; ``helpers`` imports ``kernels``.
+Imports point one way: notebooks import ``helpers`` and ``slower_kernels``; ``helpers`` imports ``slower_kernels``.
 """
 from __future__ import annotations
 
@@ -132,7 +132,7 @@ def _host_clock_free(what: str) -> None:
                         "(pytorch/pytorch#144455), so the timing would be slower than in a process that never profiled.")
 
 
-import kernels  # noqa: E402  (after TRITON_INTERPRET is settled)
+import slower_kernels  # noqa: E402  (after TRITON_INTERPRET is settled)
 
 DEVICE = torch.device("cuda" if HAS_GPU else "cpu")
 DTYPE = torch.float16 if HAS_GPU else torch.float32  # a T4 has no bf16; the interpreter prefers fp32
@@ -610,13 +610,13 @@ def _slow_attention(module, query, key, value, attention_mask, scaling=None, dro
     if attention_mask is not None:
         attention_mask = attention_mask[..., : key.shape[-2]]
     scale = scaling if scaling is not None else query.shape[-1] ** -0.5
-    out = kernels.attention_slow(query, key, value, scale=scale, causal=attention_mask is None,
+    out = slower_kernels.attention_slow(query, key, value, scale=scale, causal=attention_mask is None,
                                  attn_mask=attention_mask)
     return out.transpose(1, 2).contiguous(), None
 
 
 def _fast_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
-    """transformers attention function through ``kernels.decode_attention`` / ``kernels.prefill_attention``.
+    """transformers attention function through ``slower_kernels.decode_attention`` / ``slower_kernels.prefill_attention``.
 
     Without a mask (an unpadded prefill, or decode over every cached key) plain causality holds. With an
     sdpa-style boolean mask at batch size 1, a decode step's visible keys are a prefix of the cache (a
@@ -634,11 +634,11 @@ def _fast_attention(module, query, key, value, attention_mask, scaling=None, dro
                          f"{query.shape[0]} with a mask")
     if S == 1:
         kv_len = None if attention_mask is None else attention_mask[0, 0, -1, : key.shape[-2]].sum()
-        out = kernels.decode_attention(query, key, value, scale=scale, kv_len=kv_len)
+        out = slower_kernels.decode_attention(query, key, value, scale=scale, kv_len=kv_len)
     else:
         if attention_mask is not None or key.shape[-2] > S:  # the prompt into an empty static cache: its keys first
             key, value = key[:, :, :S], value[:, :, :S]
-        out = kernels.prefill_attention(query, key, value, scale=scale, causal=True)
+        out = slower_kernels.prefill_attention(query, key, value, scale=scale, causal=True)
     return out.transpose(1, 2).contiguous(), None
 
 
@@ -691,19 +691,19 @@ def _projection_group(parent: torch.nn.Module, child_name: str) -> str | None:
 
 @contextmanager
 def patched(model, rmsnorm: str | None = None, projections=(), attention: str | None = None,
-            tile: "kernels.TileConfig" = kernels.DEFAULT_TILE, linear: str = "matmul", mlp: str | None = None,
+            tile: "slower_kernels.TileConfig" = slower_kernels.DEFAULT_TILE, linear: str = "matmul", mlp: str | None = None,
             layer: str | None = None):
     """Swap the model's modules for the Triton ones inside a ``with`` block; restore them on exit.
 
     rmsnorm: None, "fused" or "two_pass" -- every ``*RMSNorm`` (q_norm and k_norm included).
     projections: any subset of {"attention", "mlp", "lm_head"} -- those ``nn.Linear``s use our kernels:
-      ``linear="matmul"`` the tiled ``kernels.matmul`` (with ``tile``), ``linear="gemv"`` the
-      matrix-vector ``kernels.GemvLinear`` (a tiled matmul above ``kernels.GEMV_MAX_M`` rows).
-    mlp: None or "fused" -- every ``*MLP`` becomes ``kernels.FastMLP`` (fused gate/up, SwiGLU, down: 3
+      ``linear="matmul"`` the tiled ``slower_kernels.matmul`` (with ``tile``), ``linear="gemv"`` the
+      matrix-vector ``slower_kernels.GemvLinear`` (a tiled matmul above ``slower_kernels.GEMV_MAX_M`` rows).
+    mlp: None or "fused" -- every ``*MLP`` becomes ``slower_kernels.FastMLP`` (fused gate/up, SwiGLU, down: 3
       launches); its projections then need no ``projections`` entry.
-    attention: None, "slow" (``kernels.attention_slow``, per head) or "fast" (``kernels.decode_attention``
-      and ``kernels.prefill_attention``).
-    layer: None or "fused" -- every ``*DecoderLayer`` becomes ``kernels.FastDecoderLayer``: q/k/v in one
+    attention: None, "slow" (``slower_kernels.attention_slow``, per head) or "fast" (``slower_kernels.decode_attention``
+      and ``slower_kernels.prefill_attention``).
+    layer: None or "fused" -- every ``*DecoderLayer`` becomes ``slower_kernels.FastDecoderLayer``: q/k/v in one
       projection, q_norm/k_norm + RoPE in one launch, the residual add fused with the post-attention
       RMSNorm, ``FastMLP``; needs ``attention="fast"``. Its norms and projections then need no
       ``rmsnorm``/``projections``/``mlp`` entry (the final norm and lm_head still do).
@@ -742,21 +742,21 @@ def patched(model, rmsnorm: str | None = None, projections=(), attention: str | 
             for parent in list(model.modules()):
                 for name, child in list(parent.named_children()):
                     if type(child).__name__.endswith("DecoderLayer"):
-                        swap(parent, name, child, kernels.FastDecoderLayer.from_hf(child, _fast_attention), "layer")
+                        swap(parent, name, child, slower_kernels.FastDecoderLayer.from_hf(child, _fast_attention), "layer")
         if mlp:  # before the projections, so that those inside a replaced MLP are not visited below
             for parent in list(model.modules()):
                 for name, child in list(parent.named_children()):
                     if type(child).__name__.endswith("MLP"):
-                        swap(parent, name, child, kernels.FastMLP.from_hf(child), "mlp")
+                        swap(parent, name, child, slower_kernels.FastMLP.from_hf(child), "mlp")
         for parent in list(model.modules()):
             for name, child in list(parent.named_children()):
                 if rmsnorm and type(child).__name__.endswith("RMSNorm"):
-                    swap(parent, name, child, kernels.TritonRMSNorm.from_hf(child, mode=rmsnorm), "rmsnorm")
+                    swap(parent, name, child, slower_kernels.TritonRMSNorm.from_hf(child, mode=rmsnorm), "rmsnorm")
                 elif isinstance(child, torch.nn.Linear):
                     group = _projection_group(parent, name)
                     if group in projections:
-                        new = (kernels.GemvLinear.from_linear(child) if linear == "gemv" else
-                               kernels.TritonLinear.from_linear(child, tile=tile))
+                        new = (slower_kernels.GemvLinear.from_linear(child) if linear == "gemv" else
+                               slower_kernels.TritonLinear.from_linear(child, tile=tile))
                         swap(parent, name, child, new,
                              {"attention": "attention_proj", "mlp": "mlp_proj", "lm_head": "lm_head"}[group])
         if attention:
@@ -844,7 +844,7 @@ def _count_decode(model, ids: torch.Tensor, n: int, use_cache: bool = True, deco
     steps = n - 1
     project, stats = [], []
     for k in (n, 1):
-        with kernels.count_launches() as c:
+        with slower_kernels.count_launches() as c:
             if HAS_GPU:
                 stats.append(_kernel_stats(lambda k=k: run(k)))
             else:
@@ -1194,15 +1194,15 @@ def regime(host_ms: float | None, gpu_ms: float | None, flops: float, bytes_move
 
 # --- What the compiler made (chapters 2-4) ---------------------------------------------------------
 def _aot(*args: str) -> str:
-    """``python -m kernels.aot ARGS`` in a fresh process with Triton's compiler (the interpreter, which
+    """``python -m slower_kernels.aot ARGS`` in a fresh process with Triton's compiler (the interpreter, which
     CPU mode uses, replaces it): compiles ahead of time for a T4 and an H200, with or without a GPU."""
     import subprocess
 
     env = {**os.environ, "TRITON_INTERPRET": "0"}
-    done = subprocess.run([sys.executable, "-m", "kernels.aot", *args], cwd=ROOT, env=env, capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "slower_kernels.aot", *args], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=600)
     if done.returncode != 0:
-        raise RuntimeError(f"python -m kernels.aot {' '.join(args)} failed: {done.stderr[-2000:]}")
+        raise RuntimeError(f"python -m slower_kernels.aot {' '.join(args)} failed: {done.stderr[-2000:]}")
     return done.stdout
 
 
@@ -1211,7 +1211,7 @@ _PTX = {}  # (kernel, label, cc) -> PTX text, from the same run as _COMPILER_TAB
 
 
 def compiler_table(kernels=None):
-    """``kernels.aot.compiler_table`` as a DataFrame (one row per kernel, configuration and target: sm_75
+    """``slower_kernels.aot.compiler_table`` as a DataFrame (one row per kernel, configuration and target: sm_75
     and sm_90 side by side), optionally only the kernels named in ``kernels``. Computed once per process,
     with every row's PTX kept for ``ptx_excerpt``."""
     import json
@@ -1460,7 +1460,7 @@ def launches_per_call(fn) -> float:
         fn()  # compiled and warm outside the capture, as gpu_ms_per_call's
         _sync()
         return float(_graph_kernels(fn))
-    with kernels.count_launches() as counted:
+    with slower_kernels.count_launches() as counted:
         fn()
     return float(sum(counted.values()))
 
@@ -1520,7 +1520,7 @@ def _module_kind(module) -> str:
 
 
 def _is_ours(module) -> bool:
-    return type(module).__module__.split(".")[0] == "kernels"
+    return type(module).__module__.split(".")[0] == "slower_kernels"
 
 
 class _Capture:
@@ -1668,7 +1668,7 @@ def count_module_calls(calls: dict) -> None:
         call.replay()
         _sync()
         reset()
-        with kernels.count_launches() as counted:
+        with slower_kernels.count_launches() as counted:
             call.replay()
         call.ours = float(sum(counted.values()))
         reset()
@@ -1679,7 +1679,7 @@ def count_module_calls(calls: dict) -> None:
 @dataclass
 class LaunchPrices:
     """Host time of one launch that does no work: what every kernel costs before it runs."""
-    triton_us: float  # an empty Triton kernel (kernels.empty): our launcher's Python and Triton's dispatch
+    triton_us: float  # an empty Triton kernel (slower_kernels.empty): our launcher's Python and Triton's dispatch
     torch_us: float   # a one-element PyTorch op (x.add_(1)): PyTorch's dispatcher and the CUDA launch
     calls: int        # launches per synchronised loop
 
@@ -1693,7 +1693,7 @@ def launch_prices(calls: int | None = None) -> LaunchPrices:
     _host_clock_free("launch_prices")
     calls = calls or (3000 if HAS_GPU else 5)
     x = torch.zeros(1, device=DEVICE, dtype=DTYPE)
-    triton_ms = host_ms_per_call(lambda: kernels.empty(x), calls)
+    triton_ms = host_ms_per_call(lambda: slower_kernels.empty(x), calls)
     torch_ms = host_ms_per_call(lambda: x.add_(1), calls)
     return LaunchPrices(triton_ms * 1e3, torch_ms * 1e3, calls)
 
@@ -2530,13 +2530,13 @@ def _kernel_ratio_cases() -> dict:
         s["B"], s["Hkv"], s["T"], s["D"])
     scale = s["D"] ** -0.5
     cases = {
-        "add.ratio": (lambda: kernels.add(x, y), lambda: torch.add(x, y)),
-        "rmsnorm.two_pass_ratio": (lambda: kernels.rmsnorm_two_pass(rows, norm.weight, norm.variance_epsilon),
+        "add.ratio": (lambda: slower_kernels.add(x, y), lambda: torch.add(x, y)),
+        "rmsnorm.two_pass_ratio": (lambda: slower_kernels.rmsnorm_two_pass(rows, norm.weight, norm.variance_epsilon),
                                    lambda: norm(rows)),
-        "matmul.triton_ms/matmul.torch_ms": (lambda: kernels.matmul(a, w.t(), **kernels.DEFAULT_TILE.kwargs()),
+        "matmul.triton_ms/matmul.torch_ms": (lambda: slower_kernels.matmul(a, w.t(), **slower_kernels.DEFAULT_TILE.kwargs()),
                                              lambda: a @ w.t()),
         "attention.slow_ms/attention.sdpa_ms": (
-            lambda: kernels.attention_slow(q, k, v, scale=scale, causal=True),  # as chapter 5 calls it
+            lambda: slower_kernels.attention_slow(q, k, v, scale=scale, causal=True),  # as chapter 5 calls it
             lambda: F.scaled_dot_product_attention(q, k, v, scale=scale, enable_gqa=s["Hq"] != s["Hkv"])),
     }
     return {key: cases[key] for key in KERNEL_RATIO_IDS}

@@ -60,7 +60,7 @@ import os, pathlib, subprocess, sys
 REPO_URL = os.environ.get("SLOWER_REPO_URL", "https://github.com/slower-on-purpose/slower-on-purpose")
 BRANCH = os.environ.get("SLOWER_BRANCH", "main")
 ROOT = next((p for p in [pathlib.Path.cwd(), *pathlib.Path.cwd().parents]
-             if (p / "helpers.py").is_file() and (p / "kernels").is_dir()), None)
+             if (p / "helpers.py").is_file() and (p / "slower_kernels").is_dir()), None)
 if ROOT is None:  # the notebook came alone (Colab): clone the rest next to it
     ROOT = pathlib.Path("slower-on-purpose").resolve()
     if not ROOT.exists():

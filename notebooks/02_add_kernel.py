@@ -40,7 +40,7 @@ import os, pathlib, subprocess, sys
 REPO_URL = os.environ.get("SLOWER_REPO_URL", "https://github.com/slower-on-purpose/slower-on-purpose")
 BRANCH = os.environ.get("SLOWER_BRANCH", "main")
 ROOT = next((p for p in [pathlib.Path.cwd(), *pathlib.Path.cwd().parents]
-             if (p / "helpers.py").is_file() and (p / "kernels").is_dir()), None)
+             if (p / "helpers.py").is_file() and (p / "slower_kernels").is_dir()), None)
 if ROOT is None:  # the notebook came alone (Colab): clone the rest next to it
     ROOT = pathlib.Path("slower-on-purpose").resolve()
     if not ROOT.exists():
@@ -64,7 +64,7 @@ import pandas as pd
 import torch
 
 import helpers
-import kernels
+import slower_kernels
 
 helpers.show_env()
 DEVICE, DTYPE, SIZES = helpers.DEVICE, helpers.DTYPE, helpers.SIZES
@@ -72,13 +72,13 @@ DEVICE, DTYPE, SIZES = helpers.DEVICE, helpers.DTYPE, helpers.SIZES
 # %% [markdown]
 # ## The kernel
 #
-# Here is the whole file, `kernels/add.py`: the `@triton.jit` kernel first, then the launcher, the plain
+# Here is the whole file, `slower_kernels/add.py`: the `@triton.jit` kernel first, then the launcher, the plain
 # Python function that checks its inputs, allocates the output, decides how many programs to start and
 # launches them. At the end of the file sits a kernel that does nothing at all, `empty`: we use it below to
 # price a launch on its own.
 
 # %%
-print(inspect.getsource(inspect.getmodule(kernels.add)))
+print(inspect.getsource(inspect.getmodule(slower_kernels.add)))
 
 # %% [markdown]
 # ### Programs, blocks and masks
@@ -136,7 +136,7 @@ torch.manual_seed(0)
 n_check = SIZES.add_n + 3  # an awkward length: the last block is partly masked
 x = torch.randn(n_check, device=DEVICE, dtype=DTYPE)
 y = torch.randn(n_check, device=DEVICE, dtype=DTYPE)
-ours, theirs = kernels.add(x, y), torch.add(x, y)
+ours, theirs = slower_kernels.add(x, y), torch.add(x, y)
 max_err = (ours.float() - theirs.float()).abs().max().item()
 print(f"{n_check:,} elements of {str(DTYPE)[6:]}, max |ours - torch| = {max_err}")
 print("add check:", "PASS" if torch.equal(ours, theirs) else "FAIL")
@@ -147,7 +147,7 @@ assert torch.equal(ours, theirs), "the add kernel disagrees with torch.add"
 
 # %%
 try:
-    kernels.add(x, y[:-1])
+    slower_kernels.add(x, y[:-1])
 except ValueError as err:
     print("ValueError:", err)
 
@@ -177,8 +177,8 @@ except ValueError as err:
 #   eight fp16 numbers at once. Fewer, wider instructions move the same bytes with less work for the SM.
 
 # %%
-from kernels import aot
-from kernels.configs import ELEMENTWISE_BLOCK_SIZE
+from slower_kernels import aot
+from slower_kernels.configs import ELEMENTWISE_BLOCK_SIZE
 
 ADD_LABEL = f"BLOCK_SIZE={ELEMENTWISE_BLOCK_SIZE}"  # the one configuration the launcher uses
 CC_SLUG = {75: "t4", 90: "h200"}  # the GPU of each target in helpers.GPU_SPECS (an H100 has 132 SMs too)
@@ -391,7 +391,7 @@ def measure(size):
     measured a second time."""
     a = torch.randn(size, device=DEVICE, dtype=DTYPE)
     b = torch.randn(size, device=DEVICE, dtype=DTYPE)
-    ours, theirs = (lambda: kernels.add(a, b)), (lambda: torch.add(a, b))
+    ours, theirs = (lambda: slower_kernels.add(a, b)), (lambda: torch.add(a, b))
     calls = helpers.compare_calls({OURS: ours}, theirs)
     if helpers.HAS_GPU:
         host = {OURS: helpers.host_ms_per_call(ours, HOST_CALLS, HOST_LOOPS),
@@ -406,7 +406,7 @@ measured = {size: measure(size) for size in helpers.progress(SWEEP, desc="add, e
 
 x = torch.randn(n, device=DEVICE, dtype=DTYPE)
 y = torch.randn(n, device=DEVICE, dtype=DTYPE)
-launches = {OURS: helpers.launches_per_call(lambda: kernels.add(x, y)),
+launches = {OURS: helpers.launches_per_call(lambda: slower_kernels.add(x, y)),
             TORCH: helpers.launches_per_call(lambda: torch.add(x, y)) if helpers.HAS_GPU else None}
 
 calls, host = measured[n]
@@ -455,7 +455,7 @@ print("kernels per call: the kernel nodes of a CUDA graph of one call" if helper
 # How much of that host time is the launch itself? `helpers.launch_prices` measures two launches that do
 # no work, each in synchronised loops of thousands of back-to-back calls, on the host clock:
 #
-# - an **empty Triton kernel** (`kernels.empty`, the last function of `kernels/add.py` above): one program
+# - an **empty Triton kernel** (`slower_kernels.empty`, the last function of `slower_kernels/add.py` above): one program
 #   that does nothing, launched through a launcher that checks its argument, as ours do. This is the
 #   price of our launcher's Python and Triton's dispatch;
 # - a **one-element PyTorch op** (`x.add_(1)` on a one-element tensor): PyTorch's dispatcher and the CUDA
@@ -485,7 +485,7 @@ prices = helpers.launch_prices()
 PRICE_LOOPS = 5 if helpers.HAS_GPU else 3  # the loops helpers.host_ms_per_call takes the median of
 price_reading = f"one reading, the median of {PRICE_LOOPS} loops of {prices.calls}"
 helpers.record("add.launch_us_triton", prices.triton_us, "us",
-               f"empty Triton kernel (kernels.empty), {prices.clock}, {price_reading}")
+               f"empty Triton kernel (slower_kernels.empty), {prices.clock}, {price_reading}")
 helpers.record("add.launch_us_torch", prices.torch_us, "us",
                f"one-element PyTorch op (x.add_(1)), {prices.clock}, {price_reading}")
 print(f"one empty Triton launch:   {num(prices.triton_us):>8} µs")
@@ -1219,7 +1219,7 @@ helpers.show(helpers.compare("add."))
 # the exercises launch add_kernel themselves, with a block size of their own
 import triton
 
-from kernels.add import add_kernel
+from slower_kernels.add import add_kernel
 
 BIG = max(SIZES.add_sweep)  # the sweep's largest vector
 a, b = (torch.randn(BIG, device=DEVICE, dtype=DTYPE) for _ in range(2))
@@ -1256,7 +1256,7 @@ measured = helpers.check_answer(answer, cmp.ratios["BLOCK_SIZE=128"], cmp.floor,
 # %%
 answer = None  # your guess: "faster", "slower" or "same"
 a_odd, b_odd = a[:BIG - 1], b[:BIG - 1]  # views of the same memory, one element shorter
-cmp = helpers.compare_calls({"length BIG - 1": lambda: kernels.add(a_odd, b_odd)}, reference=lambda: kernels.add(a, b))
+cmp = helpers.compare_calls({"length BIG - 1": lambda: slower_kernels.add(a_odd, b_odd)}, reference=lambda: slower_kernels.add(a, b))
 measured = helpers.check_answer(answer, cmp.ratios["length BIG - 1"], cmp.floor, change="length BIG - 1", clock=cmp.clock)
 
 # %% [markdown]
@@ -1273,7 +1273,7 @@ measured = helpers.check_answer(answer, cmp.ratios["length BIG - 1"], cmp.floor,
 # %%
 answer = None  # your guess: "faster", "slower" or "same"
 a_wide = torch.randn(2 * BIG, device=DEVICE, dtype=DTYPE)
-cmp = helpers.compare_calls({"strided x": lambda: kernels.add(a_wide[::2], b)}, reference=lambda: kernels.add(a, b))
+cmp = helpers.compare_calls({"strided x": lambda: slower_kernels.add(a_wide[::2], b)}, reference=lambda: slower_kernels.add(a, b))
 measured = helpers.check_answer(answer, cmp.ratios["strided x"], cmp.floor, change="strided x", clock=cmp.clock)
 
 # %% [markdown]

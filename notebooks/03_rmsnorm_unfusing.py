@@ -45,7 +45,7 @@ import os, pathlib, subprocess, sys
 REPO_URL = os.environ.get("SLOWER_REPO_URL", "https://github.com/slower-on-purpose/slower-on-purpose")
 BRANCH = os.environ.get("SLOWER_BRANCH", "main")
 ROOT = next((p for p in [pathlib.Path.cwd(), *pathlib.Path.cwd().parents]
-             if (p / "helpers.py").is_file() and (p / "kernels").is_dir()), None)
+             if (p / "helpers.py").is_file() and (p / "slower_kernels").is_dir()), None)
 if ROOT is None:  # the notebook came alone (Colab): clone the rest next to it
     ROOT = pathlib.Path("slower-on-purpose").resolve()
     if not ROOT.exists():
@@ -72,7 +72,7 @@ from transformers import GenerationConfig
 from transformers.models.qwen3.modeling_qwen3 import Qwen3RMSNorm
 
 import helpers
-import kernels
+import slower_kernels
 
 helpers.show_env()
 DEVICE, DTYPE, SIZES = helpers.DEVICE, helpers.DTYPE, helpers.SIZES
@@ -157,8 +157,8 @@ def calls_for(rows):
     """The three versions as zero-argument calls on one fresh [rows, H] case."""
     x, norm = make_case(rows)
     w, eps = norm.weight, norm.variance_epsilon
-    return {"torch": lambda: norm(x), "fused": lambda: kernels.rmsnorm_fused(x, w, eps),
-            "two_pass": lambda: kernels.rmsnorm_two_pass(x, w, eps)}
+    return {"torch": lambda: norm(x), "fused": lambda: slower_kernels.rmsnorm_fused(x, w, eps),
+            "two_pass": lambda: slower_kernels.rmsnorm_two_pass(x, w, eps)}
 
 
 _measured = {}  # rows -> (helpers.CallComparison, host ms per call by version), measured on first use
@@ -227,13 +227,13 @@ print(f"PyTorch Qwen3RMSNorm on [{R1}, {H}], kernels per call:", helpers.fmt(tor
 # about $2RHe$ bytes for an element size of $e$ bytes.
 #
 # The launcher also passes `num_warps`, the warps of 32 threads each program gets (chapter 2), chosen by
-# `kernels.configs.row_num_warps` from the row's block size: 4 below 2,048 elements, 8 from 2,048, 16 from
+# `slower_kernels.configs.row_num_warps` from the row's block size: 4 below 2,048 elements, 8 from 2,048, 16 from
 # 8,192. A Qwen3 hidden state of 1,024 numbers gets 4 warps, 128 threads with 8 elements each.
 
 # %%
-rmsnorm_src = inspect.getmodule(kernels.rmsnorm_fused)
+rmsnorm_src = inspect.getmodule(slower_kernels.rmsnorm_fused)
 print(inspect.getsource(rmsnorm_src.rmsnorm_fused_kernel.fn))
-print(inspect.getsource(kernels.rmsnorm_fused))
+print(inspect.getsource(slower_kernels.rmsnorm_fused))
 
 # %% [markdown]
 # ### Is it correct?
@@ -269,7 +269,7 @@ def check(fn, name, rows=R, seed=1):
     return err_ref
 
 
-helpers.record("rmsnorm.max_err_fused", check(kernels.rmsnorm_fused, "fused"), "abs",
+helpers.record("rmsnorm.max_err_fused", check(slower_kernels.rmsnorm_fused, "fused"), "abs",
                f"max |fused - float64 reference|, [{R}, {H}], {str(DTYPE)[6:]}")
 print("recorded as rmsnorm.max_err_fused")
 
@@ -394,10 +394,10 @@ def moved_bytes(rows, version):
 
 
 x, norm = make_case(R1)
-with kernels.count_launches() as fused_launches:
-    kernels.rmsnorm_fused(x, norm.weight)
-with kernels.count_launches() as two_pass_launches:
-    kernels.rmsnorm_two_pass(x, norm.weight)
+with slower_kernels.count_launches() as fused_launches:
+    slower_kernels.rmsnorm_fused(x, norm.weight)
+with slower_kernels.count_launches() as two_pass_launches:
+    slower_kernels.rmsnorm_two_pass(x, norm.weight)
 assert sum(fused_launches.values()) == 1 and sum(two_pass_launches.values()) == 2
 
 helpers.show(pd.DataFrame([
@@ -436,7 +436,7 @@ helpers.show(pd.DataFrame([
 #   loading it back, and pass 2 loads the row of `x` that pass 1 already had.
 
 # %%
-from kernels import aot  # what the compiler made
+from slower_kernels import aot  # what the compiler made
 
 ROW_KERNELS = ("rmsnorm_fused_kernel", "rmsnorm_inv_rms_kernel", "rmsnorm_scale_kernel")
 PROPERTIES = {"num_warps": "warps per program (num_warps)", "registers": "registers per thread",
@@ -520,7 +520,7 @@ print(helpers.ptx_excerpt("rmsnorm_scale_kernel", compiled["label"].iloc[0], 90,
 # ### Is it still correct?
 
 # %%
-helpers.record("rmsnorm.max_err_two_pass", check(kernels.rmsnorm_two_pass, "two-pass"), "abs",
+helpers.record("rmsnorm.max_err_two_pass", check(slower_kernels.rmsnorm_two_pass, "two-pass"), "abs",
                f"max |two-pass - float64 reference|, [{R}, {H}], {str(DTYPE)[6:]}")
 print("recorded as rmsnorm.max_err_two_pass")
 
@@ -1424,15 +1424,15 @@ if helpers.HAS_GPU:  # each version's working set (input, output and weight) bes
 
 # %%
 answer = None  # your guess: "faster", "slower" or "same"
-cmp = helpers.compare_calls({change: lambda: kernels.rmsnorm_two_pass(x_other, w_other)},
-                            reference=lambda: kernels.rmsnorm_two_pass(x_big, w_big))
+cmp = helpers.compare_calls({change: lambda: slower_kernels.rmsnorm_two_pass(x_other, w_other)},
+                            reference=lambda: slower_kernels.rmsnorm_two_pass(x_big, w_big))
 measured = helpers.check_answer(answer, cmp.ratios[change], cmp.floor, change=change, clock=cmp.clock)
 
 # %% [markdown]
 # **2. Longer rows, the same numbers.** Reshape the same input into rows eight times as long: an eighth as many
 # rows of $8H$ numbers. The bytes stay the same (the fp32 buffer even shrinks to an eighth), and so do the two
 # launches; what changes is the work of one program. Each gets a row of $8H$ numbers, more warps
-# (`kernels.configs.row_num_warps`: at the full size 16 instead of 4, so each thread handles 16 numbers
+# (`slower_kernels.configs.row_num_warps`: at the full size 16 instead of 4, so each thread handles 16 numbers
 # instead of 8) and a longer reduction, and the grid has an eighth as many programs. At the full size that
 # grid still fills an H200's 132 SMs (and a T4's 40), so the SMs are not what changes. What does is the
 # fixed cost per program: each program's reduction through shared memory with its barrier, and its store of
@@ -1449,8 +1449,8 @@ change = f"[{BIG_ROWS // 8}, {8 * H}] rows"
 
 # %%
 answer = None  # your guess: "faster", "slower" or "same"
-cmp = helpers.compare_calls({change: lambda: kernels.rmsnorm_two_pass(x_long, w_long)},
-                            reference=lambda: kernels.rmsnorm_two_pass(x_big, w_big))
+cmp = helpers.compare_calls({change: lambda: slower_kernels.rmsnorm_two_pass(x_long, w_long)},
+                            reference=lambda: slower_kernels.rmsnorm_two_pass(x_big, w_big))
 measured = helpers.check_answer(answer, cmp.ratios[change], cmp.floor, change=change, clock=cmp.clock)
 
 # %% [markdown]

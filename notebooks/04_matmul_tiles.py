@@ -52,7 +52,7 @@ import os, pathlib, subprocess, sys
 REPO_URL = os.environ.get("SLOWER_REPO_URL", "https://github.com/slower-on-purpose/slower-on-purpose")
 BRANCH = os.environ.get("SLOWER_BRANCH", "main")
 ROOT = next((p for p in [pathlib.Path.cwd(), *pathlib.Path.cwd().parents]
-             if (p / "helpers.py").is_file() and (p / "kernels").is_dir()), None)
+             if (p / "helpers.py").is_file() and (p / "slower_kernels").is_dir()), None)
 if ROOT is None:  # the notebook came alone (Colab): clone the rest next to it
     ROOT = pathlib.Path("slower-on-purpose").resolve()
     if not ROOT.exists():
@@ -78,7 +78,7 @@ from matplotlib.patches import Patch
 import torch
 
 import helpers  # first: in CPU mode it sets TRITON_INTERPRET=1, which must happen before Triton loads
-import kernels
+import slower_kernels
 import triton  # noqa: E402  (for triton.cdiv, after helpers)
 
 helpers.show_env()
@@ -106,9 +106,9 @@ E = torch.tensor([], dtype=DTYPE).element_size()  # bytes per element
 # they become on a real GPU is the subject of the compiler section below.
 
 # %%
-matmul_src = inspect.getmodule(kernels.matmul)
+matmul_src = inspect.getmodule(slower_kernels.matmul)
 print(inspect.getsource(matmul_src.matmul_kernel.fn))
-print(inspect.getsource(kernels.matmul))
+print(inspect.getsource(slower_kernels.matmul))
 
 # %% [markdown]
 # ## Is it correct?
@@ -134,14 +134,14 @@ def make_operands(shape, seed=0):
 
 M, K, N = SIZES.matmul_shape
 a, w = make_operands(SIZES.matmul_shape, seed=1)
-ours = kernels.matmul(a, w.t(), **kernels.DEFAULT_TILE.kwargs())
+ours = slower_kernels.matmul(a, w.t(), **slower_kernels.DEFAULT_TILE.kwargs())
 theirs = a @ w.t()
 reference = a.double() @ w.double().t()
 max_err = (ours.double() - theirs.double()).abs().max().item()
 err_ref = (ours.double() - reference).abs().max().item()
 tol = REL_TOL[DTYPE] * reference.abs().max().item()
 helpers.record("matmul.max_err", max_err, "abs", f"max |Triton - torch|, {SIZES.matmul_shape}, {str(DTYPE)[6:]}")
-print(f"[{M}, {K}] @ [{K}, {N}] {str(DTYPE)[6:]}, tile {kernels.DEFAULT_TILE.name}")
+print(f"[{M}, {K}] @ [{K}, {N}] {str(DTYPE)[6:]}, tile {slower_kernels.DEFAULT_TILE.name}")
 print(f"max |ours - torch| = {max_err:.5g}   max |ours - float64 reference| = {err_ref:.5g} (tolerance {tol:.3g})")
 print("matmul check:", "PASS" if err_ref <= tol else "FAIL")
 assert err_ref <= tol, f"matmul is off by {err_ref} (tolerance {tol})"
@@ -183,7 +183,7 @@ helpers.md(
 # SM give it more work to switch to while one of them waits for memory.
 
 # %%
-DEFAULT = kernels.DEFAULT_TILE.name  # the blog's tile, 64 x 64 x 32
+DEFAULT = slower_kernels.DEFAULT_TILE.name  # the blog's tile, 64 x 64 x 32
 compiled = helpers.compiler_table(["matmul_kernel"])
 TARGETS = {cc: compiled.loc[compiled["cc"] == cc, "gpu"].iloc[0] for cc in sorted(compiled["cc"].unique())}
 
@@ -200,8 +200,8 @@ def multiplies(label, cc):
 
 
 def per_target(cc):
-    """The compiler's numbers for one target, one row per tile in the order of kernels.TILE_CONFIGS."""
-    t = compiled[compiled["cc"] == cc].set_index("label").loc[list(kernels.TILE_CONFIGS)]
+    """The compiler's numbers for one target, one row per tile in the order of slower_kernels.TILE_CONFIGS."""
+    t = compiled[compiled["cc"] == cc].set_index("label").loc[list(slower_kernels.TILE_CONFIGS)]
     return pd.DataFrame({"mma": t["tensor-core mma"], "fma": t["fma"], "registers": t["registers"],
                          "shared KiB": t["shared"] / 1024, "programs per SM": t["programs_per_sm"],
                          "limited by": t["limited_by"]})
@@ -253,7 +253,7 @@ def and_list(items):
 def register_reading():
     """The register counts against what each tile's fp32 accumulator needs per thread (BLOCK_M x BLOCK_N over the
     program's threads): a count at the ceiling, or below the accumulator's own need, means the compiler spilled."""
-    need = pd.Series({name: t.block_m * t.block_n // (32 * t.num_warps) for name, t in kernels.TILE_CONFIGS.items()})
+    need = pd.Series({name: t.block_m * t.block_n // (32 * t.num_warps) for name, t in slower_kernels.TILE_CONFIGS.items()})
     parts = []
     for cc, t in ((T4_CC, t4), (H_CC, h)):
         at_cap = [n for n in t.index if t.loc[n, "registers"] >= MAX_REGISTERS]
@@ -278,7 +278,7 @@ def register_reading():
                  "the accumulator's need is what ptxas allocated, not what the tile needs, and the programs per SM "
                  "the table gives such a tile come with local-memory traffic that the table does not show. ")
         parts.append(text)
-    if "spill stores" in compiled:  # bytes per thread, where kernels.aot reports ptxas's spill line
+    if "spill stores" in compiled:  # bytes per thread, where slower_kernels.aot reports ptxas's spill line
         spilled = compiled[(compiled["kernel"] == "matmul_kernel") & (compiled["spill stores"] > 0)]
         parts.append("ptxas reports spill stores for " + (", ".join(
             f"{r['label']} on sm_{r['cc']} ({r['spill stores']:,} bytes)" for _, r in spilled.iterrows())
@@ -366,7 +366,7 @@ model_shape, decode_shape = SIZES.matmul_shape, SIZES.matmul_decode_shape
 def calls_at(shape, tiles):
     """PyTorch's ``a @ w.t()`` and our kernel with each tile, on one pair of fresh operands of ``shape``."""
     a, w = make_operands(shape)
-    ours = {t.name: (lambda t=t: kernels.matmul(a, w.t(), **t.kwargs())) for t in tiles}
+    ours = {t.name: (lambda t=t: slower_kernels.matmul(a, w.t(), **t.kwargs())) for t in tiles}
     return (lambda: a @ w.t()), ours
 
 
@@ -429,8 +429,8 @@ def single_reading(a, b):
     return f"{r:.0f} times" if r >= 10 else f"{r:.2f} times"
 
 
-torch_model, ours_model = calls_at(model_shape, [kernels.DEFAULT_TILE])
-torch_decode, ours_decode = calls_at(decode_shape, kernels.TILE_CONFIGS.values())
+torch_model, ours_model = calls_at(model_shape, [slower_kernels.DEFAULT_TILE])
+torch_decode, ours_decode = calls_at(decode_shape, slower_kernels.TILE_CONFIGS.values())
 # One measurement per shape on the GPU clock: shuffled rounds, PyTorch as the reference and its A/A floor.
 at = {"model shape": helpers.compare_calls(ours_model, torch_model),
       "decode shape": helpers.compare_calls(ours_decode, torch_decode)}  # every tile: the sweep reads it too
@@ -521,7 +521,7 @@ helpers.md(text)
 # multiplies them, and the accumulator still holds them. Only $1/64$ of the arithmetic is useful.
 #
 # The table below reads the decode-shape rounds above, in which every configuration of
-# `kernels.TILE_CONFIGS` (the project's one list, all of them safe on a T4) was timed against PyTorch on the
+# `slower_kernels.TILE_CONFIGS` (the project's one list, all of them safe on a T4) was timed against PyTorch on the
 # GPU clock. A tile is compared with the default tile round by round (both against the same PyTorch call in
 # the same round), and the verdict holds that ratio against the run's A/A floor. For each tile the table also
 # lists how many programs the grid has and what fraction of the computed outputs is real. Two things could
@@ -568,7 +568,7 @@ def tile_row(tile, shape=decode_shape):
     return row
 
 
-tiles = pd.DataFrame([tile_row(t) for t in kernels.TILE_CONFIGS.values()])
+tiles = pd.DataFrame([tile_row(t) for t in slower_kernels.TILE_CONFIGS.values()])
 decode_torch_ms = sweep.ms[helpers.REFERENCE]
 helpers.save_sweep(tiles, "matmul_tile_sweep")
 print(f"{SHORT} µs: {CLOCK}, median of {sweep.rounds} shuffled rounds; A/A floor (PyTorch against itself) "
@@ -618,7 +618,7 @@ KNOBS = ("block_m", "block_n", "block_k", "num_warps", "num_stages")
 
 def one_size_pairs(knob):
     """Pairs (smaller, larger) of the sweep's tiles that differ in ``knob`` and in nothing else."""
-    ts = kernels.TILE_CONFIGS.values()
+    ts = slower_kernels.TILE_CONFIGS.values()
     return [(a, b) for a in ts for b in ts if getattr(a, knob) < getattr(b, knob)
             and all(getattr(a, k) == getattr(b, k) for k in KNOBS if k != knob)]
 
@@ -664,7 +664,7 @@ def tally(found, larger, cost):
 
 def differ_in(a, b):
     """Which sizes two tiles of the sweep differ in: one, or several (then no one size explains their gap)."""
-    ta, tb = kernels.TILE_CONFIGS[a], kernels.TILE_CONFIGS[b]
+    ta, tb = slower_kernels.TILE_CONFIGS[a], slower_kernels.TILE_CONFIGS[b]
     knobs = [k.upper() for k in KNOBS if getattr(ta, k) != getattr(tb, k)]
     if not knobs:
         return ""
@@ -833,9 +833,9 @@ def blog_gap_against_roofs() -> str:
 
 def padding_on_t4() -> str:
     """The default tile's executed arithmetic at one row (the padding rows included) against the T4's ridges."""
-    executed = kernels.DEFAULT_TILE.block_m * i_dec  # tl.dot multiplies every row of the tile, padding too
+    executed = slower_kernels.DEFAULT_TILE.block_m * i_dec  # tl.dot multiplies every row of the tile, padding too
     return (f"But a tile pads the one row to BLOCK_M rows, and `tl.dot` multiplies the padding too: the default "
-            f"tile ({DEFAULT}) executes {kernels.DEFAULT_TILE.block_m} times the useful arithmetic, about "
+            f"tile ({DEFAULT}) executes {slower_kernels.DEFAULT_TILE.block_m} times the useful arithmetic, about "
             f"{executed:.0f} flop per byte, "
             + (f"right of the T4's FMA ridge ({t4_ridge_fma:.0f}) and left of its tensor-core ridge "
                f"({t4_ridge_tc:.0f}): on the FMA cores the padding's arithmetic, not the weights' bytes, can set a "
@@ -868,7 +868,7 @@ if helpers.HAS_GPU and helpers.SLUG in helpers.NOMINAL_TFLOPS and helpers.SLUG i
     named = {DEFAULT, best["tile"], worst["tile"]}  # the other tiles unlabelled: at one intensity they overlap
     points = [roof_point("PyTorch", f"decode shape, M = {decode_shape[0]}", decode_shape, sweep.ms[helpers.REFERENCE])]
     points += [roof_point(t if t in named else "", f"decode shape, M = {decode_shape[0]}", decode_shape, sweep.ms[t])
-               for t in kernels.TILE_CONFIGS]
+               for t in slower_kernels.TILE_CONFIGS]
     points += [roof_point(name, f"model shape, M = {model_shape[0]}", model_shape, at["model shape"].ms[key])
                for name, key in (("PyTorch", helpers.REFERENCE), (DEFAULT, DEFAULT))]
     roofline = pd.DataFrame(points)
@@ -957,20 +957,20 @@ if roofline is not None:
 # `explore(name)` reads one tile of the sweep in words: its grid, its share of useful arithmetic and its
 # verdicts against PyTorch and against the default tile, all from the rounds above (nothing is timed again,
 # so it always agrees with the table). Change the name in the cell and run it again; the names are those of
-# `kernels.TILE_CONFIGS`. To try a tile inside the model, pass it to `helpers.patched(model, projections=...,
-# tile=kernels.TILE_CONFIGS[name])`.
+# `slower_kernels.TILE_CONFIGS`. To try a tile inside the model, pass it to `helpers.patched(model, projections=...,
+# tile=slower_kernels.TILE_CONFIGS[name])`.
 
 # %%
 def explore(tile_name):
     """One tile of the decode-shape sweep in a line, from the same measurement as the table."""
-    row = tile_row(kernels.TILE_CONFIGS[tile_name])
+    row = tile_row(slower_kernels.TILE_CONFIGS[tile_name])
     vs_default = "" if tile_name == DEFAULT else f", against the default tile {row['vs default: verdict']}"
     print(f"{tile_name} on the decode shape {decode_shape}: {us(row[MS_COL])} {SHORT} µs, {row['programs']} "
           f"programs, {row['useful %']:.1f}% of the tile arithmetic useful; against PyTorch "
           f"{row['vs PyTorch: verdict']}{vs_default} ({CLOCK})")
 
 
-print("tiles:", ", ".join(kernels.TILE_CONFIGS))
+print("tiles:", ", ".join(slower_kernels.TILE_CONFIGS))
 explore(DEFAULT)  # try explore("m16_n128_k64")
 
 # %% [markdown]
@@ -1046,7 +1046,7 @@ if helpers.HAS_GPU:
     matmul_us = 1e3 * host_ms["decode shape", "triton"] / launches["decode shape", "triton"]
     norm = model.model.norm  # the model's final RMSNorm: its weight and eps, at one row
     norm_x = torch.randn(SIZES.rmsnorm_decode_rows, model.config.hidden_size, device=DEVICE, dtype=DTYPE)
-    two_pass = lambda: kernels.rmsnorm_two_pass(norm_x, norm.weight, norm.variance_epsilon)  # noqa: E731
+    two_pass = lambda: slower_kernels.rmsnorm_two_pass(norm_x, norm.weight, norm.variance_epsilon)  # noqa: E731
     with torch.no_grad():  # as chapter 3 times the same call: the weight is a Parameter, and autograd stays out
         norm_launches = helpers.launches_per_call(two_pass)
         norm_us = 1e3 * helpers.host_ms_per_call(two_pass, 200, 5) / norm_launches  # 5 loops of 200, as chapter 3
@@ -1193,9 +1193,9 @@ def read_bias(errors):
                 "biased low, so the model spends host time per token that it does not count. The additive form "
                 "already puts the whole GPU-busy time on top of the host's, the pessimistic side (any overlap would "
                 "lower the prediction further), so the missing time is host work the prices leave out. One place it "
-                "can hide is around our launches: their price comes from a loop of bare `kernels.matmul` calls, while "
+                "can hide is around our launches: their price comes from a loop of bare `slower_kernels.matmul` calls, while "
                 "in the model each launch also runs its module's `forward` (and, for a projection, "
-                "`kernels.linear`'s checks and reshapes): Python the loop never runs; the budget also keeps "
+                "`slower_kernels.linear`'s checks and reshapes): Python the loop never runs; the budget also keeps "
                 "PyTorch's launches at the original's price. ")
     if signs == {False}:
         return (f"**All {n} predictions came out above their measurements** (median error {med:+.1f}%): the budget "
@@ -1597,14 +1597,14 @@ helpers.show(helpers.compare("matmul.").astype(object).fillna("-"))  # "-": not 
 # `helpers.check_answer` says whether the measurement agrees. Each cell takes a few seconds.
 
 # %%
-BASE = kernels.DEFAULT_TILE.kwargs()  # block sizes, num_warps, num_stages of the default tile
+BASE = slower_kernels.DEFAULT_TILE.kwargs()  # block sizes, num_warps, num_stages of the default tile
 decode_ops, model_ops = make_operands(decode_shape, seed=3), make_operands(model_shape, seed=4)
 
 
 def launch(ops, **change):
     """A call of our matmul on ``ops`` (x, w) with the default tile, ``change`` overriding its sizes."""
     x, w_ = ops
-    return lambda: kernels.matmul(x, w_.t(), **{**BASE, **change})
+    return lambda: slower_kernels.matmul(x, w_.t(), **{**BASE, **change})
 
 
 def in_the_sweep(ratio, floor, **change) -> str:
@@ -1614,7 +1614,7 @@ def in_the_sweep(ratio, floor, **change) -> str:
     sweep's, held to the noise threshold of the noisier of the two floors."""
     want = {**BASE, **change}
     sizes = ("block_m", "block_n", "block_k")
-    near = [t for t in kernels.TILE_CONFIGS.values() if all(getattr(t, k) == want[k] for k in sizes)]
+    near = [t for t in slower_kernels.TILE_CONFIGS.values() if all(getattr(t, k) == want[k] for k in sizes)]
     if not near:
         return "The sweep above has no tile of these sizes to set beside this exercise."
     t = near[0]

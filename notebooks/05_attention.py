@@ -61,7 +61,7 @@ import os, pathlib, subprocess, sys
 REPO_URL = os.environ.get("SLOWER_REPO_URL", "https://github.com/slower-on-purpose/slower-on-purpose")
 BRANCH = os.environ.get("SLOWER_BRANCH", "main")
 ROOT = next((p for p in [pathlib.Path.cwd(), *pathlib.Path.cwd().parents]
-             if (p / "helpers.py").is_file() and (p / "kernels").is_dir()), None)
+             if (p / "helpers.py").is_file() and (p / "slower_kernels").is_dir()), None)
 if ROOT is None:  # the notebook came alone (Colab): clone the rest next to it
     ROOT = pathlib.Path("slower-on-purpose").resolve()
     if not ROOT.exists():
@@ -86,7 +86,7 @@ import torch
 import torch.nn.functional as F
 
 import helpers
-import kernels
+import slower_kernels
 
 helpers.show_env()
 
@@ -140,11 +140,11 @@ def attention_sdpa(q, k, v, scale, causal):
 # **3. The slow path.** A Python loop over batch items and query heads. For each head it calls our
 # Triton `matmul` for the scores, applies the mask with PyTorch, calls our Triton `softmax` (which also
 # applies the scale) and calls `matmul` again for the weighted sum: three of our kernels per head, each
-# doing a sliver of work. Both come from `kernels/`:
+# doing a sliver of work. Both come from `slower_kernels/`:
 
 # %%
-print(inspect.getsource(kernels.attention_torch_ops))
-print(inspect.getsource(kernels.attention_slow))
+print(inspect.getsource(slower_kernels.attention_torch_ops))
+print(inspect.getsource(slower_kernels.attention_slow))
 
 # %% [markdown]
 # The softmax kernel handles one row per program: it loads the row, subtracts its maximum (so `exp`
@@ -152,7 +152,7 @@ print(inspect.getsource(kernels.attention_slow))
 # input's dtype.
 
 # %%
-softmax_module = sys.modules[kernels.softmax.__module__]
+softmax_module = sys.modules[slower_kernels.softmax.__module__]
 print(inspect.getsource(softmax_module.softmax_kernel.fn))
 
 # %% [markdown]
@@ -185,7 +185,7 @@ def make_qkv(B, Hq, Hkv, S, T, D, seed):
     return q, k, v
 
 
-VERSIONS = {"sdpa": attention_sdpa, "torch_ops": kernels.attention_torch_ops, "slow": kernels.attention_slow}
+VERSIONS = {"sdpa": attention_sdpa, "torch_ops": slower_kernels.attention_torch_ops, "slow": slower_kernels.attention_slow}
 TOLERANCE = helpers.tolerance("attention")  # max abs error vs float64
 
 blog = SHAPES["blog"]
@@ -272,7 +272,7 @@ for shape_name, shape in SHAPES.items():
     rounds[shape_name] = cc = helpers.compare_calls({n: fns[n] for n in ("torch_ops", "slow")}, fns["sdpa"])
     for name, fn in fns.items():
         median = cc.ms[helpers.REFERENCE if name == "sdpa" else name]
-        with kernels.count_launches() as ours:  # how many of the call's launches are our Triton kernels
+        with slower_kernels.count_launches() as ours:  # how many of the call's launches are our Triton kernels
             fn()
         times[shape_name, name] = helpers.KernelTime(
             gpu_ms=median if helpers.HAS_GPU else None,
@@ -721,7 +721,7 @@ def at_shapes(fmt):
 
 
 def our_launches(shape, version):
-    """Our own Triton launches in one call (counted with kernels.count_launches in the timing cell)."""
+    """Our own Triton launches in one call (counted with slower_kernels.count_launches in the timing cell)."""
     return timing[(timing["shape"] == shape) & (timing["version"] == version)]["our launches"].iloc[0]
 
 
@@ -1089,7 +1089,7 @@ def slow_call(**change):
     shape = {**QWEN, **change}
     q, k, v = make_qkv(**shape, seed=7)
     scale = 1 / math.sqrt(shape["D"])
-    return lambda: kernels.attention_slow(q, k, v, scale, True)
+    return lambda: slower_kernels.attention_slow(q, k, v, scale, True)
 
 
 # %% [markdown]

@@ -43,7 +43,7 @@ import os, pathlib, subprocess, sys
 REPO_URL = os.environ.get("SLOWER_REPO_URL", "https://github.com/slower-on-purpose/slower-on-purpose")
 BRANCH = os.environ.get("SLOWER_BRANCH", "main")
 ROOT = next((p for p in [pathlib.Path.cwd(), *pathlib.Path.cwd().parents]
-             if (p / "helpers.py").is_file() and (p / "kernels").is_dir()), None)
+             if (p / "helpers.py").is_file() and (p / "slower_kernels").is_dir()), None)
 if ROOT is None:  # the notebook came alone (Colab): clone the rest next to it
     ROOT = pathlib.Path("slower-on-purpose").resolve()
     if not ROOT.exists():
@@ -594,7 +594,7 @@ def read_launch_rise(original, custom, attention_loop):
                f" ({rise - total:+.0f}: the swaps do not add up exactly when combined). ")
             + f"The loop's own kernels are {attention_loop} (3 per query head per layer); its other {glue:+.0f} are "
             f"PyTorch launches, {glue / counts['attention']:.0f} per attention call, net: the PyTorch ops around "
-            "our kernels (in `kernels.attention_slow`'s code, each head's mask and the copy of its output into the "
+            "our kernels (in `slower_kernels.attention_slow`'s code, each head's mask and the copy of its output into the "
             "result) less the kernels of the SDPA call that the loop replaces. (Exercise 2 below counts one call of "
             "the loop alone, so its PyTorch launches come out higher by SDPA's.) ")
     bar = helpers.PREDICTION_BAR * attention_loop
@@ -948,7 +948,7 @@ helpers.md((f"In this run the generated streams never split over {n} tokens" if 
 # %%
 import torch.nn.functional as F
 
-import kernels
+import slower_kernels
 
 layer = model.model.layers[0]  # any layer: they all have the same shapes
 x_row = torch.randn(1, config.hidden_size, device=helpers.DEVICE, dtype=helpers.DTYPE)  # one decoded token
@@ -1021,7 +1021,7 @@ def beside_recorded(ratio, chapter, ids, same="the same call"):
 # %%
 answer = None  # your guess: "faster", "slower" or "same"
 norm = layer.input_layernorm
-ours, theirs = (quiet(lambda: kernels.rmsnorm_two_pass(x_row, norm.weight, norm.variance_epsilon)),
+ours, theirs = (quiet(lambda: slower_kernels.rmsnorm_two_pass(x_row, norm.weight, norm.variance_epsilon)),
                 quiet(lambda: norm(x_row)))
 launches({"two-pass RMSNorm": ours, "PyTorch's RMSNorm": theirs})
 cmp = helpers.compare_calls({"two-pass RMSNorm": ours}, reference=theirs)
@@ -1046,7 +1046,7 @@ T = SIZES.prompt_len + SIZES.new_tokens  # keys in the cache at the end of a gen
 hq, hkv, d = config.num_attention_heads, config.num_key_value_heads, config.head_dim
 q = torch.randn(1, hq, 1, d, device=helpers.DEVICE, dtype=helpers.DTYPE)  # (B, Hq, S=1, D)
 k, v = (torch.randn(1, hkv, T, d, device=helpers.DEVICE, dtype=helpers.DTYPE) for _ in range(2))  # (B, Hkv, T, D)
-loop = lambda: kernels.attention_slow(q, k, v, scale=d ** -0.5, causal=True)
+loop = lambda: slower_kernels.attention_slow(q, k, v, scale=d ** -0.5, causal=True)
 sdpa = lambda: F.scaled_dot_product_attention(q, k, v, scale=d ** -0.5, enable_gqa=hq != hkv)
 n = launches({"per-head loop": loop, "SDPA": sdpa})
 if helpers.HAS_GPU:  # the loop's kernels, split as in the swap-by-swap count above
@@ -1063,7 +1063,7 @@ measured = helpers.check_answer(answer, cmp.ratios["per-head loop"], cmp.floor,
 # `hidden_size` x `intermediate_size`. Both versions are one kernel and must read every weight once, and at
 # one row that read is almost all the work (memory-bound, in [the three regimes](01_setup.ipynb#Three-regimes)).
 # A difference can only come from how well each kernel streams the weight: cuBLAS can choose a kernel
-# shaped for a single row, while our matmul computes a 64-row tile (`kernels.DEFAULT_TILE`) of which 63
+# shaped for a single row, while our matmul computes a 64-row tile (`slower_kernels.DEFAULT_TILE`) of which 63
 # rows are padding. So expect "same" or "slower", not "faster"; which one?
 #
 # *What to expect, and why:* on an H200, slower. Our grid has one program per 64 output columns,
@@ -1071,20 +1071,20 @@ measured = helpers.check_answer(answer, cmp.ratios["per-head loop"], cmp.floor,
 # programs than the H200 has SMs, so part of the GPU never pulls on the weight, where cuBLAS spreads the
 # read over all of it. On a T4, with fewer SMs (40) and a fifteenth of the bandwidth, our programs cover every
 # SM and the read itself takes most of the time, so the gap may be smaller there, possibly near the 5%
-# threshold. Chapter 4 timed the same shape and kernels, through `kernels.matmul(a, w.t())` and `a @ w.t()` on
-# random operands where this cell calls `kernels.linear` and `F.linear` on the model's weight; the cell sets its
+# threshold. Chapter 4 timed the same shape and kernels, through `slower_kernels.matmul(a, w.t())` and `a @ w.t()` on
+# random operands where this cell calls `slower_kernels.linear` and `F.linear` on the model's weight; the cell sets its
 # ratio beside yours.
 
 # %%
 answer = None  # your guess: "faster", "slower" or "same"
 W = layer.mlp.up_proj.weight  # (intermediate_size, hidden_size)
-tiled, cublas = quiet(lambda: kernels.linear(x_row, W)), quiet(lambda: F.linear(x_row, W))
+tiled, cublas = quiet(lambda: slower_kernels.linear(x_row, W)), quiet(lambda: F.linear(x_row, W))
 cmp = helpers.compare_calls({"tiled matmul": tiled}, reference=cublas)
 measured = helpers.check_answer(answer, cmp.ratios["tiled matmul"], cmp.floor,
                      change="tiled matmul instead of F.linear, one row of the up projection", clock=cmp.clock)
 if tuple(SIZES.matmul_decode_shape) == (1, config.hidden_size, config.intermediate_size):  # chapter 4's decode shape
     beside_recorded(cmp.ratios["tiled matmul"], 4, ("matmul.decode_triton_ms", "matmul.decode_torch_ms"),
-                    same="the same shape and kernels, called through kernels.matmul(a, w.t()) and a @ w.t() on "
+                    same="the same shape and kernels, called through slower_kernels.matmul(a, w.t()) and a @ w.t() on "
                          "random operands")
 else:
     print(f"chapter 4 timed its decode matmul at {SIZES.matmul_decode_shape} in this mode, not at this projection's "

@@ -50,7 +50,7 @@ import os, pathlib, subprocess, sys
 REPO_URL = os.environ.get("SLOWER_REPO_URL", "https://github.com/slower-on-purpose/slower-on-purpose")
 BRANCH = os.environ.get("SLOWER_BRANCH", "main")
 ROOT = next((p for p in [pathlib.Path.cwd(), *pathlib.Path.cwd().parents]
-             if (p / "helpers.py").is_file() and (p / "kernels").is_dir()), None)
+             if (p / "helpers.py").is_file() and (p / "slower_kernels").is_dir()), None)
 if ROOT is None:  # the notebook came alone (Colab): clone the rest next to it
     ROOT = pathlib.Path("slower-on-purpose").resolve()
     if not ROOT.exists():
@@ -772,7 +772,7 @@ helpers.md(
 import torch
 import torch.nn.functional as F
 
-import kernels
+import slower_kernels
 
 hq, hkv, d = model.config.num_attention_heads, model.config.num_key_value_heads, model.config.head_dim
 short, long = lengths[0], lengths[-1]
@@ -799,8 +799,8 @@ def qkv(queries, keys, heads=hq, kv_heads=hkv):
 # %%
 answer = None  # your guess: "faster", "slower" or "same"
 at_short, at_long = qkv(1, short), qkv(1, long)
-cmp = helpers.compare_calls({"longer context": lambda: kernels.attention_slow(*at_long, scale=d ** -0.5, causal=True)},
-                            reference=lambda: kernels.attention_slow(*at_short, scale=d ** -0.5, causal=True))
+cmp = helpers.compare_calls({"longer context": lambda: slower_kernels.attention_slow(*at_long, scale=d ** -0.5, causal=True)},
+                            reference=lambda: slower_kernels.attention_slow(*at_short, scale=d ** -0.5, causal=True))
 measured = helpers.check_answer(answer, cmp.ratios["longer context"], cmp.floor,
                      change=f"per-head loop, one query, {long} keys instead of {short}", clock=cmp.clock)
 
@@ -837,7 +837,7 @@ measured = helpers.check_answer(answer, cmp.ratios["longer prompt"], cmp.floor,
 # %%
 answer = None  # your guess: "faster", "slower" or "same"
 half = qkv(1, long, hq // 2, max(1, hkv // 2))
-cmp = helpers.compare_calls({"half the heads": lambda: kernels.attention_slow(*half, scale=d ** -0.5, causal=True)},
-                            reference=lambda: kernels.attention_slow(*at_long, scale=d ** -0.5, causal=True))
+cmp = helpers.compare_calls({"half the heads": lambda: slower_kernels.attention_slow(*half, scale=d ** -0.5, causal=True)},
+                            reference=lambda: slower_kernels.attention_slow(*at_long, scale=d ** -0.5, causal=True))
 measured = helpers.check_answer(answer, cmp.ratios["half the heads"], cmp.floor,
                      change=f"per-head loop over {hq // 2} query heads instead of {hq}, {long} keys", clock=cmp.clock)

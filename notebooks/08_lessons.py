@@ -52,7 +52,7 @@ import os, pathlib, subprocess, sys
 REPO_URL = os.environ.get("SLOWER_REPO_URL", "https://github.com/slower-on-purpose/slower-on-purpose")
 BRANCH = os.environ.get("SLOWER_BRANCH", "main")
 ROOT = next((p for p in [pathlib.Path.cwd(), *pathlib.Path.cwd().parents]
-             if (p / "helpers.py").is_file() and (p / "kernels").is_dir()), None)
+             if (p / "helpers.py").is_file() and (p / "slower_kernels").is_dir()), None)
 if ROOT is None:  # the notebook came alone (Colab): clone the rest next to it
     ROOT = pathlib.Path("slower-on-purpose").resolve()
     if not ROOT.exists():
@@ -78,7 +78,7 @@ from matplotlib.lines import Line2D
 from matplotlib.transforms import Bbox
 
 import helpers
-import kernels
+import slower_kernels
 
 helpers.show_env()
 SIZES = helpers.SIZES
@@ -1760,7 +1760,7 @@ helpers.show(readable(every.assign(yours=every["yours"].astype(float), h200=ever
 #   ones (the price list); the first way to make it fast again is to remove launches, by fusing kernels or
 #   by capturing the whole step as one graph (chapter 9 measured what each such fix won back, read above).
 #
-# That is the series. The kernels are in `kernels/`, the measurements in `helpers.py`, and every number
+# That is the series. The kernels are in `slower_kernels/`, the measurements in `helpers.py`, and every number
 # above can be re-made by running the chapters in the series' order (`tools/run_series.py`: chapter 9
 # before this one, so that this summary finds every other chapter's results).
 
@@ -1791,8 +1791,8 @@ LAYERS = (helpers.QWEN3_0_6B if helpers.HAS_GPU else helpers.TINY_QWEN3)["num_hi
 norm_in = torch.randn(SIZES.rmsnorm_decode_rows, HIDDEN, device=helpers.DEVICE, dtype=helpers.DTYPE)
 norm_w = torch.randn(HIDDEN, device=helpers.DEVICE, dtype=helpers.DTYPE)
 answer = None  # your guess: "faster", "slower" or "same"
-cmp = helpers.compare_calls({"two-pass": lambda: [kernels.rmsnorm_two_pass(norm_in, norm_w) for _ in range(2 * LAYERS)]},
-                            reference=lambda: [kernels.rmsnorm_fused(norm_in, norm_w) for _ in range(2 * LAYERS)])
+cmp = helpers.compare_calls({"two-pass": lambda: [slower_kernels.rmsnorm_two_pass(norm_in, norm_w) for _ in range(2 * LAYERS)]},
+                            reference=lambda: [slower_kernels.rmsnorm_fused(norm_in, norm_w) for _ in range(2 * LAYERS)])
 result = helpers.check_answer(answer, cmp.ratios["two-pass"], cmp.floor,
                      change=f"{2 * LAYERS} decode-shaped RMSNorms in two launches each instead of one", clock=cmp.clock)
 
@@ -1814,7 +1814,7 @@ n_small, n_large = SIZES.add_sweep[0], SIZES.add_sweep[2]
 xs, ys = (torch.randn(n_small, device=helpers.DEVICE, dtype=helpers.DTYPE) for _ in range(2))
 xl, yl = (torch.randn(n_large, device=helpers.DEVICE, dtype=helpers.DTYPE) for _ in range(2))
 answer = None  # your guess: "faster", "slower" or "same"
-cmp = helpers.compare_calls({f"{n_large:,} elements": lambda: kernels.add(xl, yl)},
-                            reference=lambda: kernels.add(xs, ys))
+cmp = helpers.compare_calls({f"{n_large:,} elements": lambda: slower_kernels.add(xl, yl)},
+                            reference=lambda: slower_kernels.add(xs, ys))
 result = helpers.check_answer(answer, cmp.ratios[f"{n_large:,} elements"], cmp.floor,
                      change=f"our add on {n_large:,} elements instead of {n_small:,} (one launch each)", clock=cmp.clock)

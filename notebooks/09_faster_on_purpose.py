@@ -73,7 +73,7 @@ import os, pathlib, subprocess, sys
 REPO_URL = os.environ.get("SLOWER_REPO_URL", "https://github.com/slower-on-purpose/slower-on-purpose")
 BRANCH = os.environ.get("SLOWER_BRANCH", "main")
 ROOT = next((p for p in [pathlib.Path.cwd(), *pathlib.Path.cwd().parents]
-             if (p / "helpers.py").is_file() and (p / "kernels").is_dir()), None)
+             if (p / "helpers.py").is_file() and (p / "slower_kernels").is_dir()), None)
 if ROOT is None:  # the notebook came alone (Colab): clone the rest next to it
     ROOT = pathlib.Path("slower-on-purpose").resolve()
     if not ROOT.exists():
@@ -103,8 +103,8 @@ from matplotlib.patches import Patch
 from transformers import DynamicCache, StaticCache
 
 import helpers
-import kernels
-from kernels.gemv import INTERPRETER_MIN_PROGRAMS, MIN_PROGRAMS
+import slower_kernels
+from slower_kernels.gemv import INTERPRETER_MIN_PROGRAMS, MIN_PROGRAMS
 
 helpers.show_env()
 SIZES = helpers.SIZES
@@ -167,12 +167,12 @@ helpers.show(staircase_steps)
 
 # %% [markdown]
 # The fused decoder layer of step 4 is short enough to read whole. Each line is one launch, except the two
-# that call blocks (`kernels.FastAttention` and `kernels.FastMLP`, in `kernels/modules.py`):
+# that call blocks (`slower_kernels.FastAttention` and `slower_kernels.FastMLP`, in `slower_kernels/modules.py`):
 #
 # - `self_attn`: the q/k/v projection (1), q/k norm + RoPE (1), the two appends of the new key and value to
 #   `generate()`'s growing cache (PyTorch's `torch.cat`, 2), the decode attention, o_proj (1). The decode
 #   attention is one launch while the keys are too few to split (fewer than twice `MIN_SPLIT_KEYS` in
-#   `kernels/fast_attention.py`: a split gets at least that many keys), and two once they are split: the
+#   `slower_kernels/fast_attention.py`: a split gets at least that many keys), and two once they are split: the
 #   split-KV pass and the small combine launch. So 6 launches, or 7 with the keys split;
 # - `self.mlp`: gate/up, SwiGLU, down: 3 launches;
 # - and the last line's `residual + ...` is one PyTorch add.
@@ -183,7 +183,7 @@ helpers.show(staircase_steps)
 # launches several times as many kernels for the same arithmetic.
 
 # %%
-print(inspect.getsource(kernels.FastDecoderLayer.forward))
+print(inspect.getsource(slower_kernels.FastDecoderLayer.forward))
 
 # %% [markdown]
 # ## Correctness first
@@ -1320,25 +1320,25 @@ def roofline_cases() -> dict:
     for label, n_out, act in (("gemv q/k/v", (Hq + 2 * Hkv) * D, x), ("gemv o_proj", H, xa),
                               ("gemv gate/up", 2 * I, x), ("gemv down", H, xi), ("gemv lm_head", V, x)):
         w = rand(n_out, act.shape[1])
-        cases[label] = ("fast (chapter 9)", lambda a=act, w=w: kernels.gemv(a, w),
+        cases[label] = ("fast (chapter 9)", lambda a=act, w=w: slower_kernels.gemv(a, w),
                         2 * n_out * act.shape[1], e * (n_out * act.shape[1] + act.shape[1] + n_out))
     w_norm, res, gate_up = rand(H), rand(1, H), rand(1, 2 * I)
     q, k, v = rand(1, Hq, 1, D), rand(1, Hkv, T, D), rand(1, Hkv, T, D)
     attn_flops, attn_bytes = 4 * Hq * T * D, e * (2 * Hkv * T * D + 2 * Hq * D)  # q.k and p.v; k, v read once
-    cases["fused RMSNorm"] = ("fast (chapter 9)", lambda: kernels.rmsnorm_fused(x, w_norm), 4 * H, e * 3 * H)
-    cases["add + RMSNorm"] = ("fast (chapter 9)", lambda: kernels.add_rmsnorm(x, res, w_norm), 5 * H, e * 5 * H)
-    cases["SwiGLU"] = ("fast (chapter 9)", lambda: kernels.swiglu_packed(gate_up), 4 * I, e * 3 * I)
-    cases[f"decode attention, {T} keys"] = ("fast (chapter 9)", lambda: kernels.decode_attention(q, k, v),
+    cases["fused RMSNorm"] = ("fast (chapter 9)", lambda: slower_kernels.rmsnorm_fused(x, w_norm), 4 * H, e * 3 * H)
+    cases["add + RMSNorm"] = ("fast (chapter 9)", lambda: slower_kernels.add_rmsnorm(x, res, w_norm), 5 * H, e * 5 * H)
+    cases["SwiGLU"] = ("fast (chapter 9)", lambda: slower_kernels.swiglu_packed(gate_up), 4 * I, e * 3 * I)
+    cases[f"decode attention, {T} keys"] = ("fast (chapter 9)", lambda: slower_kernels.decode_attention(q, k, v),
                                             attn_flops, attn_bytes)
     n_add, (M, K, N_mm) = H, SIZES.matmul_decode_shape  # the add at a decode step's size: one row of hidden_size
     a, b, xm, wm = rand(n_add), rand(n_add), rand(M, K), rand(N_mm, K)
     scale = D ** -0.5
-    cases[f"our add, {n_add} elements"] = ("slow (chapters 2-5)", lambda: kernels.add(a, b), n_add, e * 3 * n_add)
-    cases["two-pass RMSNorm"] = ("slow (chapters 2-5)", lambda: kernels.rmsnorm_two_pass(x, w_norm), 4 * H, e * 4 * H)
-    cases[f"tiled matmul, M = {M}"] = ("slow (chapters 2-5)", lambda: kernels.linear(xm, wm),
+    cases[f"our add, {n_add} elements"] = ("slow (chapters 2-5)", lambda: slower_kernels.add(a, b), n_add, e * 3 * n_add)
+    cases["two-pass RMSNorm"] = ("slow (chapters 2-5)", lambda: slower_kernels.rmsnorm_two_pass(x, w_norm), 4 * H, e * 4 * H)
+    cases[f"tiled matmul, M = {M}"] = ("slow (chapters 2-5)", lambda: slower_kernels.linear(xm, wm),
                                       2 * M * N_mm * K, e * (M * K + N_mm * K + M * N_mm))
     cases["per-head attention loop"] = ("slow (chapters 2-5)",
-                                        lambda: kernels.attention_slow(q, k, v, scale, causal=False),
+                                        lambda: slower_kernels.attention_slow(q, k, v, scale, causal=False),
                                         attn_flops, attn_bytes)
     return cases
 
@@ -1692,11 +1692,11 @@ helpers.md("\n".join(lines))
 # question are for a GPU: the interpreter runs a kernel's programs one after another in numpy, so in CPU mode
 # the answers can come out otherwise.
 #
-# **1. A gemv tile with few programs.** `kernels.gemv_config` picks the tile so that there are at least
-# `MIN_PROGRAMS` programs (`kernels/gemv.py`), enough to keep every streaming multiprocessor (SM: one of the
+# **1. A gemv tile with few programs.** `slower_kernels.gemv_config` picks the tile so that there are at least
+# `MIN_PROGRAMS` programs (`slower_kernels/gemv.py`), enough to keep every streaming multiprocessor (SM: one of the
 # GPU's independent processors, see [chapter 1](01_setup.ipynb#The-GPU-you-are-on)) pulling weights from
 # memory. Here the same product runs with wide tiles, so that only a handful of programs share the work
-# (the result line says how many). A tile is named by its `kernels.GemvConfig`: `m1_n4_k1024_w4` means each
+# (the result line says how many). A tile is named by its `slower_kernels.GemvConfig`: `m1_n4_k1024_w4` means each
 # program computes BLOCK_M = 1 row of x times BLOCK_N = 4 rows of the weight (4 outputs), reading K in chunks
 # of BLOCK_K = 1024, with `num_warps` = 4 warps (4 x 32 threads) per program. A memory-bound kernel needs many
 # SMs loading at once to reach the bandwidth, and a program runs on one SM: with fewer programs than the GPU
@@ -1710,14 +1710,14 @@ helpers.md("\n".join(lines))
 H_, I_ = config.hidden_size, config.intermediate_size
 x_ex = torch.randn(1, H_, device=helpers.DEVICE, dtype=helpers.DTYPE)
 w_ex = torch.randn(2 * I_, H_, device=helpers.DEVICE, dtype=helpers.DTYPE)  # the fused gate/up projection
-default = kernels.gemv_config(1, 2 * I_, H_, MIN_PROGRAMS if helpers.HAS_GPU else INTERPRETER_MIN_PROGRAMS)
+default = slower_kernels.gemv_config(1, 2 * I_, H_, MIN_PROGRAMS if helpers.HAS_GPU else INTERPRETER_MIN_PROGRAMS)
 wide = min(512, 1 << (max(1, 2 * I_ // 8) - 1).bit_length())  # a power of two, at most 512 outputs per program:
 # 2 * I_ / wide programs, a handful (12 for Qwen3-0.6B's 6144 gate/up outputs)
-few = kernels.GemvConfig(block_m=1, block_n=wide, block_k=64, num_warps=4)
+few = slower_kernels.GemvConfig(block_m=1, block_n=wide, block_k=64, num_warps=4)
 programs = lambda c: -(-2 * I_ // c.block_n)  # one program per block_n outputs
 answer = None  # your guess: "faster", "slower" or "same"
-cmp = helpers.compare_calls({f"gemv, tile {few.name}": lambda: kernels.gemv(x_ex, w_ex, config=few)},
-                            reference=lambda: kernels.gemv(x_ex, w_ex))
+cmp = helpers.compare_calls({f"gemv, tile {few.name}": lambda: slower_kernels.gemv(x_ex, w_ex, config=few)},
+                            reference=lambda: slower_kernels.gemv(x_ex, w_ex))
 result = helpers.check_answer(answer, cmp.ratios[f"gemv, tile {few.name}"], cmp.floor,
                      change=f"gemv [1, {H_}] x [{2 * I_}, {H_}] in {programs(few)} programs (tile {few.name}) "
                             f"instead of {programs(default)} (the default tile, {default.name})", clock=cmp.clock)
@@ -1739,15 +1739,15 @@ q_ex = torch.randn(1, shape["Hq"], 1, shape["D"], device=helpers.DEVICE, dtype=h
 k_ex, v_ex = (torch.randn(1, shape["Hkv"], shape["T"], shape["D"], device=helpers.DEVICE, dtype=helpers.DTYPE)
               for _ in range(2))
 answer = None  # your guess: "faster", "slower" or "same"
-cmp = helpers.compare_calls({"one split": lambda: kernels.decode_attention(q_ex, k_ex, v_ex, num_splits=1)},
-                            reference=lambda: kernels.decode_attention(q_ex, k_ex, v_ex))
+cmp = helpers.compare_calls({"one split": lambda: slower_kernels.decode_attention(q_ex, k_ex, v_ex, num_splits=1)},
+                            reference=lambda: slower_kernels.decode_attention(q_ex, k_ex, v_ex))
 result = helpers.check_answer(answer, cmp.ratios["one split"], cmp.floor,
                      change=f"decode attention over {shape['T']} keys in one split instead of the default",
                      clock=cmp.clock)
 
 # %% [markdown]
 # **3. Un-fuse the residual add.** The fast layer adds the residual and normalises in one launch
-# (`kernels.add_rmsnorm`). Here the add is PyTorch's and the norm is the fused RMSNorm: two launches, and the
+# (`slower_kernels.add_rmsnorm`). Here the add is PyTorch's and the norm is the fused RMSNorm: two launches, and the
 # sum written to memory and read back. Faster, slower or the same?
 #
 # *Hint:* expect slower, on a T4 as on an H200. At one row the extra bytes are a few kilobytes, nothing next
@@ -1760,7 +1760,7 @@ rows = SIZES.rmsnorm_decode_rows
 h_ex, r_ex = (torch.randn(rows, H_, device=helpers.DEVICE, dtype=helpers.DTYPE) for _ in range(2))
 g_ex = torch.randn(H_, device=helpers.DEVICE, dtype=helpers.DTYPE)
 answer = None  # your guess: "faster", "slower" or "same"
-cmp = helpers.compare_calls({"add, then RMSNorm": lambda: kernels.rmsnorm_fused(h_ex + r_ex, g_ex)},
-                            reference=lambda: kernels.add_rmsnorm(h_ex, r_ex, g_ex))
+cmp = helpers.compare_calls({"add, then RMSNorm": lambda: slower_kernels.rmsnorm_fused(h_ex + r_ex, g_ex)},
+                            reference=lambda: slower_kernels.add_rmsnorm(h_ex, r_ex, g_ex))
 result = helpers.check_answer(answer, cmp.ratios["add, then RMSNorm"], cmp.floor,
                      change=f"the residual add un-fused from the RMSNorm ({rows} row of {H_})", clock=cmp.clock)

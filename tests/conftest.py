@@ -2,7 +2,7 @@
 
 # --- kernels tests (tests/test_kernels.py, tests/test_compile.py) -------------------------------
 Without CUDA, Triton kernels run in the interpreter, which must be switched on before any
-@triton.jit function is defined (``import kernels`` does the same).
+@triton.jit function is defined (``import slower_kernels`` does the same).
 """
 
 import os
@@ -13,7 +13,7 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # `pytest` (not only `python -m pytest`) finds kernels/ and helpers.py
+if str(ROOT) not in sys.path:  # `pytest` (not only `python -m pytest`) finds slower_kernels/ and helpers.py
     sys.path.insert(0, str(ROOT))
 
 ON_GPU = torch.cuda.is_available() and os.environ.get("SLOWER_MODE", "").strip().lower() != "cpu"

@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 import colab_setup  # noqa: E402
 
-NEEDED = ["helpers.py", "colab_setup.py", "requirements.txt", "kernels", "data"]
+NEEDED = ["helpers.py", "colab_setup.py", "requirements.txt", "slower_kernels", "data"]
 
 
 @pytest.fixture
@@ -32,7 +32,7 @@ def local_remote(tmp_path):
 def test_setup_cell_fetches_the_repository_when_absent(local_remote, tmp_path):
     runtime = tmp_path / "content"  # Colab's working directory, with nothing in it
     runtime.mkdir()
-    script = colab_setup.SETUP_CELL + "\nimport helpers, kernels\nprint('ROOT', ROOT)\nprint('MODE', helpers.MODE)\n"
+    script = colab_setup.SETUP_CELL + "\nimport helpers, slower_kernels\nprint('ROOT', ROOT)\nprint('MODE', helpers.MODE)\n"
     env = dict(os.environ, SLOWER_REPO_URL=str(local_remote), SLOWER_MODE="cpu")
     done = subprocess.run([sys.executable, "-c", script], cwd=runtime, env=env, capture_output=True, text=True,
                           timeout=600)

@@ -2,8 +2,8 @@
 and sm_90 (H100/H200), and fits the T4's 64 KiB of shared memory per block.
 
 No GPU is needed: Triton ships ptxas. The interpreter replaces the compiler in-process, so the
-compilation runs in a subprocess with TRITON_INTERPRET=0 (``import kernels`` switches the interpreter
-on when there is no CUDA and the variable is unset) and reports JSON back (``python -m kernels.aot``).
+compilation runs in a subprocess with TRITON_INTERPRET=0 (``import slower_kernels`` switches the interpreter
+on when there is no CUDA and the variable is unset) and reports JSON back (``python -m slower_kernels.aot``).
 """
 
 import importlib
@@ -18,8 +18,8 @@ import pytest
 from triton.runtime.interpreter import InterpretedFunction
 from triton.runtime.jit import JITFunction
 
-from kernels import TILE_CONFIGS
-from kernels.aot import DEFAULT_TARGETS, T4_SHARED_MEMORY, compile_specs
+from slower_kernels import TILE_CONFIGS
+from slower_kernels.aot import DEFAULT_TARGETS, T4_SHARED_MEMORY, compile_specs
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNEL_MODULES = ["add", "rmsnorm", "matmul", "softmax", "attention", "fused", "gemv", "fast_attention"]
@@ -53,9 +53,9 @@ def _fmt(rows) -> str:
 def report() -> list[dict]:
     env = {**os.environ, "TRITON_INTERPRET": "0"}
     proc = subprocess.run(
-        [sys.executable, "-m", "kernels.aot"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900
+        [sys.executable, "-m", "slower_kernels.aot"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900
     )
-    assert proc.returncode == 0, f"python -m kernels.aot failed:\n{proc.stderr[-4000:]}"
+    assert proc.returncode == 0, f"python -m slower_kernels.aot failed:\n{proc.stderr[-4000:]}"
     return json.loads(proc.stdout)
 
 
@@ -64,7 +64,7 @@ def test_specs_cover_every_kernel():
     found = {
         name
         for module in KERNEL_MODULES
-        for name, obj in vars(importlib.import_module(f"kernels.{module}")).items()
+        for name, obj in vars(importlib.import_module(f"slower_kernels.{module}")).items()
         if isinstance(obj, (JITFunction, InterpretedFunction)) and not name.startswith("_")  # _: device helpers
     }
     assert found == KERNEL_NAMES
@@ -92,9 +92,9 @@ def test_t4_shared_memory(report):
 @pytest.fixture(scope="module")
 def made() -> list[dict]:
     env = {**os.environ, "TRITON_INTERPRET": "0"}
-    proc = subprocess.run([sys.executable, "-m", "kernels.aot", "--ptx"], cwd=ROOT, env=env, capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "slower_kernels.aot", "--ptx"], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=900)
-    assert proc.returncode == 0, f"python -m kernels.aot --ptx failed:\n{proc.stderr[-4000:]}"
+    assert proc.returncode == 0, f"python -m slower_kernels.aot --ptx failed:\n{proc.stderr[-4000:]}"
     return json.loads(proc.stdout)
 
 
@@ -119,7 +119,7 @@ def test_elementwise_kernels_load_16_bytes_at_a_time(made):
 
 
 def test_every_program_fits_its_multiprocessor(made):
-    from kernels.aot import SM_LIMITS
+    from slower_kernels.aot import SM_LIMITS
 
     for r in made:
         limits = SM_LIMITS[r["cc"]]
@@ -143,7 +143,7 @@ def test_spills_are_reported_where_the_accumulator_outgrows_the_registers(made):
 
 
 def test_programs_per_sm_names_the_limit_that_binds():
-    from kernels.aot import programs_per_sm
+    from slower_kernels.aot import programs_per_sm
 
     assert programs_per_sm(255, 0, 4, 75) == (2, "registers")  # 256 registers x 128 threads: 2 of 65,536
     assert programs_per_sm(16, 0, 4, 75) == (8, "warps")  # 32 warps per SM on a T4, 4 per program
@@ -152,7 +152,7 @@ def test_programs_per_sm_names_the_limit_that_binds():
 
 
 def test_instruction_mix_reads_ptx():
-    from kernels.aot import instruction_mix
+    from slower_kernels.aot import instruction_mix
 
     ptx = """
 	ld.global.v4.b32 { %r1, %r2, %r3, %r4 }, [ %rd1 + 0 ];
@@ -175,7 +175,7 @@ def test_instruction_mix_reads_ptx():
 
 def test_ptx_text_gives_one_kernel_and_names_a_wrong_label():
     env = {**os.environ, "TRITON_INTERPRET": "0"}
-    run = [sys.executable, "-m", "kernels.aot", "--ptx-text", "matmul_kernel"]
+    run = [sys.executable, "-m", "slower_kernels.aot", "--ptx-text", "matmul_kernel"]
     ok = subprocess.run(run + ["m16_n16_k16", "75"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert ok.returncode == 0, ok.stderr[-2000:]
     assert ".target sm_75" in ok.stdout and "fma.rn.f32" in ok.stdout and "mma.sync" not in ok.stdout

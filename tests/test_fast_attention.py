@@ -1,4 +1,4 @@
-"""kernels/fast_attention.py: decode attention (flash-decoding) and prefill (flash-attention), against
+"""slower_kernels/fast_attention.py: decode attention (flash-decoding) and prefill (flash-attention), against
 PyTorch's scaled_dot_product_attention in float64 on fresh seeded random inputs.
 
 Runs on a GPU, or on the CPU through Triton's interpreter: big key counts use a small head dim and
@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_kernels import DTYPES, TOL, assert_close, attention_ref, make_qkv, randn
 
-from kernels.fast_attention import (
+from slower_kernels.fast_attention import (
     BLOCK_H,
     MAX_SPLITS,
     decode_attention,
@@ -22,7 +22,7 @@ from kernels.fast_attention import (
     prefill_meta,
     target_programs,
 )
-from kernels.launches import count_launches
+from slower_kernels.launches import count_launches
 
 # Triton 3.6's interpreter turns 1-element arrays into Python ints, which NumPy >= 1.25 deprecates.
 pytestmark = pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning")

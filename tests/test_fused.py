@@ -1,4 +1,4 @@
-"""kernels/fused.py: SwiGLU, residual add + RMSNorm, RoPE and q/k norm + RoPE.
+"""slower_kernels/fused.py: SwiGLU, residual add + RMSNorm, RoPE and q/k norm + RoPE.
 
 Each kernel against a float64 reference AND against the transformers code it replaces (Qwen3MLP's
 act_fn, Qwen3RMSNorm, apply_rotary_pos_emb, Qwen3Attention's q_norm / k_norm, Qwen3RotaryEmbedding)
@@ -24,7 +24,7 @@ from transformers.models.qwen3.modeling_qwen3 import (
     rotate_half,
 )
 
-from kernels.fused import (
+from slower_kernels.fused import (
     add_rmsnorm,
     add_rmsnorm_,
     rmsnorm_rope,
@@ -33,13 +33,13 @@ from kernels.fused import (
     swiglu_block_size,
     swiglu_packed,
 )
-from kernels.launches import count_launches
+from slower_kernels.launches import count_launches
 
-fused = importlib.import_module("kernels.fused")  # the module, for spying on its kernels
+fused = importlib.import_module("slower_kernels.fused")  # the module, for spying on its kernels
 
 
 def spy_kernel(monkeypatch, name: str) -> list:
-    """Replace ``kernels.fused.<name>`` by a wrapper that records each launch's arguments, then launches."""
+    """Replace ``slower_kernels.fused.<name>`` by a wrapper that records each launch's arguments, then launches."""
     real, calls = getattr(fused, name), []
 
     class Spy:
@@ -493,7 +493,7 @@ def test_errors(case, device):
 
 
 # ------------------------------------------------------------------------------------------------
-# The fused blocks inside one decoder layer (kernels.FastAttention, kernels.FastDecoderLayer)
+# The fused blocks inside one decoder layer (slower_kernels.FastAttention, slower_kernels.FastDecoderLayer)
 
 
 def sdpa_attention(module, q, k, v, attention_mask, scaling=None, **kwargs):
@@ -508,7 +508,7 @@ def test_fast_decoder_layer_matches_the_float64_layer(S, device):
     against transformers' Qwen3DecoderLayer in float64, on an odd hidden size, for decode (S=1) and a prompt."""
     from transformers.models.qwen3.modeling_qwen3 import Qwen3DecoderLayer
 
-    from kernels import FastAttention, FastDecoderLayer
+    from slower_kernels import FastAttention, FastDecoderLayer
 
     dtype = torch.float16 if device.type == "cuda" else torch.float32
     config = tiny_config(hidden=40, intermediate=24)
@@ -539,7 +539,7 @@ def test_fast_decoder_layer_matches_the_float64_layer(S, device):
 def test_fast_decoder_layer_errors(device):
     from transformers.models.qwen3.modeling_qwen3 import Qwen3DecoderLayer
 
-    from kernels import FastAttention, FastDecoderLayer
+    from slower_kernels import FastAttention, FastDecoderLayer
 
     layer = Qwen3DecoderLayer(tiny_config(), layer_idx=0).to(device)
     with pytest.raises(TypeError, match="attention_fn must be callable"):

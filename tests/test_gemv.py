@@ -1,4 +1,4 @@
-"""kernels/gemv.py: gemv, GemvLinear and FusedLinear against float64 references on odd shapes.
+"""slower_kernels/gemv.py: gemv, GemvLinear and FusedLinear against float64 references on odd shapes.
 
 Runs on a GPU, or on the CPU through Triton's interpreter (sizes are kept small for it).
 """
@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_kernels import DTYPES, HYPOTHESIS, TOL, assert_close, randn  # one tolerance table, one input maker
 
-from kernels.gemv import (
+from slower_kernels.gemv import (
     GEMV_MAX_M,
     MIN_PROGRAMS,
     TILE_ELEMENTS,
@@ -23,12 +23,12 @@ from kernels.gemv import (
     gemv,
     gemv_config,
 )
-from kernels.launches import count_launches
+from slower_kernels.launches import count_launches
 
 # Triton 3.6's interpreter turns 1-element arrays into Python ints, which NumPy >= 1.25 deprecates.
 pytestmark = pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning")
 
-GEMV = importlib.import_module("kernels.gemv")  # the module (kernels.gemv the name is the function)
+GEMV = importlib.import_module("slower_kernels.gemv")  # the module (slower_kernels.gemv the name is the function)
 M_VALUES = [1, 3, GEMV_MAX_M]
 K_ODD, N_ODD = 257, 1031
 
@@ -335,7 +335,7 @@ def _error_cases(d):
         "m_above_limit": (
             lambda: gemv(randn(GEMV_MAX_M + 1, 32, device=d), w),
             ValueError,
-            rf"^x must have between 1 and {GEMV_MAX_M} rows.*got {GEMV_MAX_M + 1}: use kernels.matmul",
+            rf"^x must have between 1 and {GEMV_MAX_M} rows.*got {GEMV_MAX_M + 1}: use slower_kernels.matmul",
         ),
         "m_above_limit_leading_dims": (lambda: gemv(randn(3, 6, 32, device=d), w), ValueError, r"^x must .* got 18"),
         "m_zero": (lambda: gemv(x[:0], w), ValueError, r"^x must have between 1 and"),

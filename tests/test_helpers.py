@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import helpers
-import kernels
+import slower_kernels
 
 # One tolerance per dtype for "patched model matches the original" (many kernels stacked).
 MODEL_TOL = {torch.float32: dict(atol=2e-4, rtol=2e-4), torch.float16: dict(atol=3e-2, rtol=3e-2)}
@@ -110,12 +110,12 @@ def test_patch_counts_on_qwen3_0_6b_shape():
         assert counts == {"rmsnorm": 113, "attention_proj": 112, "mlp_proj": 84, "lm_head": 1, "attention": 28,
                           "mlp": 0, "layer": 0}
         for layer in model.model.layers:
-            assert isinstance(layer.self_attn.q_norm, kernels.TritonRMSNorm)
-            assert isinstance(layer.self_attn.k_norm, kernels.TritonRMSNorm)
-            assert isinstance(layer.mlp.down_proj, kernels.TritonLinear)
+            assert isinstance(layer.self_attn.q_norm, slower_kernels.TritonRMSNorm)
+            assert isinstance(layer.self_attn.k_norm, slower_kernels.TritonRMSNorm)
+            assert isinstance(layer.mlp.down_proj, slower_kernels.TritonLinear)
         assert model.config._attn_implementation == helpers.ATTENTION_NAMES["slow"]
     assert model.config._attn_implementation == "sdpa"
-    assert not any(isinstance(m, (kernels.TritonRMSNorm, kernels.TritonLinear)) for m in model.modules())
+    assert not any(isinstance(m, (slower_kernels.TritonRMSNorm, slower_kernels.TritonLinear)) for m in model.modules())
 
 
 @pytest.mark.parametrize("projections, expected", [({"attention"}, (56, 0, 0)), ({"mlp"}, (0, 42, 0)),
@@ -321,7 +321,7 @@ def test_launch_note_names_what_was_counted(monkeypatch):
 # --- Two clocks, interleaved comparisons, the verdict, pinning ---------------------------------
 def test_the_two_clocks_and_the_launch_count_of_one_call():
     x = torch.randn(1000, device=helpers.DEVICE, dtype=helpers.DTYPE)
-    call = lambda: kernels.add(x, x)  # noqa: E731
+    call = lambda: slower_kernels.add(x, x)  # noqa: E731
     assert helpers.launches_per_call(call) == 1
     assert helpers.host_ms_per_call(call, calls=2) > 0
     gpu_ms = helpers.gpu_ms_per_call(call)
@@ -335,8 +335,8 @@ def test_the_two_clocks_and_the_launch_count_of_one_call():
 def test_launch_prices_time_an_empty_kernel_and_a_one_element_op():
     prices = helpers.launch_prices(calls=3)
     assert prices.triton_us > 0 and prices.torch_us > 0 and prices.calls == 3
-    with kernels.count_launches() as counted:
-        kernels.empty(torch.zeros(1, device=helpers.DEVICE, dtype=helpers.DTYPE))
+    with slower_kernels.count_launches() as counted:
+        slower_kernels.empty(torch.zeros(1, device=helpers.DEVICE, dtype=helpers.DTYPE))
     assert counted == {"empty_kernel": 1}
 
 
@@ -369,7 +369,7 @@ def test_verdict_of_a_single_ratio_uses_the_minimum_effect():
 def test_compare_configs_interleaves_shuffled_rounds_with_an_a_a_pair(tiny, monkeypatch):
     """With a fake clock (2 s per generation with two-pass RMSNorms, 1 s otherwise) the ratios are exact."""
     def fake_generate(model, ids, new_tokens, use_cache=True):
-        slow = any(isinstance(m, kernels.TritonRMSNorm) for m in model.modules())
+        slow = any(isinstance(m, slower_kernels.TritonRMSNorm) for m in model.modules())
         return None, (2.0 if slow else 1.0) * new_tokens / 8
 
     monkeypatch.setattr(helpers, "_generate", fake_generate)
@@ -386,7 +386,7 @@ def test_compare_configs_interleaves_shuffled_rounds_with_an_a_a_pair(tiny, monk
     again = helpers.compare_configs(tiny, {"two-pass RMSNorm": dict(rmsnorm="two_pass")}, prompt_len=4,
                                     new_tokens=8, rounds=6, seed=3)
     assert again.orders == result.orders  # a fixed seed: the same shuffles every run
-    assert not any(isinstance(m, kernels.TritonRMSNorm) for m in tiny.modules())  # the model is restored
+    assert not any(isinstance(m, slower_kernels.TritonRMSNorm) for m in tiny.modules())  # the model is restored
     table = result.table()
     assert list(table["configuration"]) == list(result.tokens_per_s)
     aa = table.set_index("configuration").loc[helpers.ORIGINAL_AGAIN, "verdict"]
@@ -398,7 +398,7 @@ def test_compare_configs_warms_each_distinct_configuration_once(tiny, monkeypatc
     runs = []
 
     def fake_generate(model, ids, new_tokens, use_cache=True):
-        modes = {m.mode for m in model.modules() if isinstance(m, kernels.TritonRMSNorm)}
+        modes = {m.mode for m in model.modules() if isinstance(m, slower_kernels.TritonRMSNorm)}
         runs.append((modes.pop() if modes else "original", new_tokens))
         return None, 1.0
 
@@ -485,7 +485,7 @@ def test_host_clock_timings_refuse_to_run_after_a_profile(tiny, device):
     helpers.host_ms_per_call(lambda: x + x, calls=2, repeats=1)  # before any profile: runs
     assert helpers.compare_configs(tiny, {}, new_tokens=2, rounds=1, profile=True).profile(helpers.ORIGINAL)
     assert helpers.PROFILED_BY == ["a decode profile (compare_configs' profile=, _count_decode)"]
-    helpers.launches_per_call(lambda: kernels.add(x, x))  # counts from a CUDA graph's nodes: no profile
+    helpers.launches_per_call(lambda: slower_kernels.add(x, x))  # counts from a CUDA graph's nodes: no profile
     assert len(helpers.PROFILED_BY) == 1
     timings = [("host_ms_per_call", lambda: helpers.host_ms_per_call(lambda: x + x, calls=2, repeats=1)),
                ("launch_prices", lambda: helpers.launch_prices(calls=2)),
@@ -513,10 +513,10 @@ def test_launches_per_call_counts_what_the_profiler_sees():
     w = torch.randn(3072, 1024, device=helpers.DEVICE, dtype=helpers.DTYPE)
     norm = Qwen3RMSNorm(1024).to(helpers.DEVICE, helpers.DTYPE)
     q, k, v = (torch.randn(1, 8, n, 128, device=helpers.DEVICE, dtype=helpers.DTYPE) for n in (1, 37, 37))
-    calls = {"Triton add": lambda: kernels.add(x, x), "torch.add": lambda: torch.add(x, x),
-             "Qwen3RMSNorm": lambda: norm(x), "two-pass RMSNorm": lambda: kernels.rmsnorm_two_pass(x, norm.weight),
-             "cuBLAS matmul": lambda: x @ w.T, "tiled matmul": lambda: kernels.matmul(x, w.T),
-             "per-head attention": lambda: kernels.attention_slow(q, k, v, scale=0.1, causal=True)}
+    calls = {"Triton add": lambda: slower_kernels.add(x, x), "torch.add": lambda: torch.add(x, x),
+             "Qwen3RMSNorm": lambda: norm(x), "two-pass RMSNorm": lambda: slower_kernels.rmsnorm_two_pass(x, norm.weight),
+             "cuBLAS matmul": lambda: x @ w.T, "tiled matmul": lambda: slower_kernels.matmul(x, w.T),
+             "per-head attention": lambda: slower_kernels.attention_slow(q, k, v, scale=0.1, causal=True)}
     for name, fn in calls.items():
         counted = helpers.launches_per_call(fn)
         assert helpers.PROFILED_BY == [], name  # the profiler notes every session it runs (_kernel_stats)
@@ -798,7 +798,7 @@ def test_compare_configs_prices_the_modules_of_each_eager_configuration(tiny):
 def test_wall_time_per_token_comes_from_the_same_rounds(tiny, monkeypatch):
     """A fake clock: 0.1 s of prefill plus 1 s (original) or 2 s (two-pass) per further token."""
     def fake_generate(model, ids, new_tokens, use_cache=True):
-        slow = any(isinstance(m, kernels.TritonRMSNorm) for m in model.modules())
+        slow = any(isinstance(m, slower_kernels.TritonRMSNorm) for m in model.modules())
         return None, 0.1 + (new_tokens - 1) * (2.0 if slow else 1.0)
 
     monkeypatch.setattr(helpers, "_generate", fake_generate)
@@ -1011,7 +1011,7 @@ def test_reproduce_reads_a_comparison_the_caller_already_ran(tiny, tmp_path, mon
     import pandas as pd
 
     def fake_generate(model, ids, n, use_cache=True):
-        return None, n * (4.0 if any(isinstance(m, kernels.TritonRMSNorm) for m in model.modules()) else 1.0)
+        return None, n * (4.0 if any(isinstance(m, slower_kernels.TritonRMSNorm) for m in model.modules()) else 1.0)
 
     monkeypatch.setattr(helpers, "_generate", fake_generate)
     committed = tmp_path / "results.csv"
@@ -1234,17 +1234,17 @@ def test_the_fast_model_generates_what_the_original_does_and_restores_it(tiny, i
         assert counts["lm_head"] == 1
         if swaps == "ALL_FAST":
             assert counts["layer"] == cfg.num_hidden_layers and counts["mlp"] == counts["attention_proj"] == 0
-            assert isinstance(tiny.model.layers[0], kernels.FastDecoderLayer)
-            assert isinstance(tiny.model.layers[0].self_attn, kernels.FastAttention)
+            assert isinstance(tiny.model.layers[0], slower_kernels.FastDecoderLayer)
+            assert isinstance(tiny.model.layers[0].self_attn, slower_kernels.FastAttention)
         else:
             assert counts["mlp"] == cfg.num_hidden_layers and counts["mlp_proj"] == 0  # the MLPs' own, fused
             assert counts["attention_proj"] == 4 * cfg.num_hidden_layers
-            assert isinstance(tiny.model.layers[0].mlp, kernels.FastMLP)
-            assert isinstance(tiny.model.layers[0].self_attn.o_proj, kernels.GemvLinear)
+            assert isinstance(tiny.model.layers[0].mlp, slower_kernels.FastMLP)
+            assert isinstance(tiny.model.layers[0].self_attn.o_proj, slower_kernels.GemvLinear)
         torch.testing.assert_close(logits(tiny, ids), before, **MODEL_TOL[helpers.DTYPE])  # prefill_attention
         generated, _ = helpers._generate(tiny, ids, 6)  # decode: decode_attention over the cache
         assert torch.equal(generated, expected)
-        with kernels.count_launches() as launched:
+        with slower_kernels.count_launches() as launched:
             helpers._generate(tiny, ids, 2)
         expected_kernels = {"decode_attention_kernel", "prefill_attention_kernel", "gemv_kernel", "swiglu_kernel",
                             "rmsnorm_fused_kernel"}
@@ -1259,7 +1259,7 @@ def test_the_fast_model_generates_what_the_original_does_and_restores_it(tiny, i
 def test_a_fused_layer_launches_fewer_kernels_than_the_modules_alone(tiny, ids):
     """Per decode step: q/k/v in one launch (not three), q/k norm + RoPE in one, add + RMSNorm in one."""
     def our_launches(swaps):
-        with helpers.patched(tiny, **swaps), kernels.count_launches() as launched:
+        with helpers.patched(tiny, **swaps), slower_kernels.count_launches() as launched:
             helpers._generate(tiny, ids, 3)
         return sum(launched.values())
 
@@ -1272,7 +1272,7 @@ def test_the_fast_model_under_a_static_cache(tiny):
     prompt = helpers.make_prompt(5, vocab_size=tiny.config.vocab_size)
     expected, _ = helpers._generate(tiny, prompt, 6)
     with helpers.patched(tiny, **helpers.ALL_FAST):
-        with kernels.count_launches() as launched:
+        with slower_kernels.count_launches() as launched:
             new, _ = helpers.GraphDecoder(tiny, max_len=16, use_graph=False).generate(prompt, 6)
     assert torch.equal(new, expected.cpu())
     assert launched["decode_attention_kernel"] > 0 and launched["prefill_attention_kernel"] > 0

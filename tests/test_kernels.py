@@ -1,4 +1,4 @@
-"""kernels/: each kernel against a float64 reference on fresh seeded random inputs.
+"""slower_kernels/: each kernel against a float64 reference on fresh seeded random inputs.
 
 Runs on a GPU, or on the CPU through Triton's interpreter (sizes are kept small for it).
 """
@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from transformers.models.qwen3.modeling_qwen3 import Qwen3RMSNorm
 
-import kernels
-from kernels import (
+import slower_kernels
+from slower_kernels import (
     DEFAULT_TILE,
     TILE_CONFIGS,
     TritonLinear,
@@ -244,8 +244,8 @@ def test_linear_passes_weight_transposed_without_copy(monkeypatch, device):
         seen.update(ptr=b.data_ptr(), stride=b.stride())
         return matmul(a, b, **tiles)
 
-    # kernels.matmul is the function; the module is reached through importlib
-    monkeypatch.setattr(importlib.import_module("kernels.matmul"), "matmul", spy)
+    # slower_kernels.matmul is the function; the module is reached through importlib
+    monkeypatch.setattr(importlib.import_module("slower_kernels.matmul"), "matmul", spy)
     w = randn(24, 48, device=device, seed=1)
     linear(randn(5, 48, device=device), w)
     assert seen == dict(ptr=w.data_ptr(), stride=(1, 48))
@@ -541,7 +541,7 @@ def test_errors(case, device):
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="on a GPU, a CPU tensor is the wrong device")
 def test_error_cpu_tensor_on_gpu():
-    if kernels.INTERPRET:
+    if slower_kernels.INTERPRET:
         pytest.skip("TRITON_INTERPRET=1 accepts CPU tensors")
     x = randn(4, 32)
     with pytest.raises(ValueError, match=r"^x must be a CUDA tensor"):
@@ -553,13 +553,13 @@ def test_empty_launches_one_kernel_and_changes_nothing(device):
     x = torch.randn(7, device=device, dtype=torch.float16)
     before = x.clone()
     with count_launches() as launches:
-        assert kernels.empty(x) is None
+        assert slower_kernels.empty(x) is None
     assert launches == {"empty_kernel": 1}
     assert torch.equal(x, before)
 
 
 def test_empty_rejects_what_it_cannot_launch_on():
     with pytest.raises(TypeError, match="x must be a torch.Tensor"):
-        kernels.empty([1.0])
+        slower_kernels.empty([1.0])
     with pytest.raises(TypeError, match="x must be float16 or float32"):
-        kernels.empty(torch.zeros(3, dtype=torch.int32))
+        slower_kernels.empty(torch.zeros(3, dtype=torch.int32))

@@ -12,7 +12,7 @@ outputs read or written once), the bandwidth that implies, and its fraction of t
 matrix-vector kernel at the lm_head shape at >= 70% of peak and no slower than cuBLAS; decode attention
 at 1,024 keys no slower than SDPA; each fused elementwise kernel no slower than the ops it replaces.
 
-``--gemv-sweep`` ranks gemv configurations (``kernels.GemvConfig``) at the lm_head and fused gate/up
+``--gemv-sweep`` ranks gemv configurations (``slower_kernels.GemvConfig``) at the lm_head and fused gate/up
 shapes by one GPU time each (printed as they come: the first run compiles some 60 configurations per
 shape, minutes), then times the three fastest and ``gemv_config``'s own choice against cuBLAS in shuffled
 rounds: the numbers to tune ``gemv_config`` from (writes gemv_sweep.csv).
@@ -40,8 +40,8 @@ def cases(tiny: bool) -> list[dict]:
     from transformers.models.qwen3.modeling_qwen3 import Qwen3RMSNorm, apply_rotary_pos_emb
 
     import helpers
-    import kernels
-    from kernels.fast_attention import decode_attention, prefill_attention
+    import slower_kernels
+    from slower_kernels.fast_attention import decode_attention, prefill_attention
 
     dev, dt = helpers.DEVICE, helpers.DTYPE
     size = 2 if dt == torch.float16 else 4
@@ -61,7 +61,7 @@ def cases(tiny: bool) -> list[dict]:
     for what, n, k in (("lm_head", V, H), ("q,k,v fused", (Hq + 2 * Hkv) * D, H), ("o_proj", H, Hq * D),
                        ("gate,up fused", 2 * I, H), ("down_proj", H, I)):
         x, w = rand(1, k), rand(n, k)
-        case(f"gemv {what}", f"[1, {k}] x [{n}, {k}]^T", lambda x=x, w=w: kernels.gemv(x, w),
+        case(f"gemv {what}", f"[1, {k}] x [{n}, {k}]^T", lambda x=x, w=w: slower_kernels.gemv(x, w),
              lambda x=x, w=w: F.linear(x, w), (n * k + k + n) * size,
              "<= cuBLAS, >= 70% of peak" if what == "lm_head" else None)
     for T in keys:
@@ -77,19 +77,19 @@ def cases(tiny: bool) -> list[dict]:
          (2 * Hq * prefill * D + 2 * Hkv * prefill * D) * size)
     for rows in (1, long_rows):
         gate, up = rand(rows, I), rand(rows, I)
-        case(f"swiglu, {rows} rows", f"[{rows}, {I}]", lambda g_=gate, u=up: kernels.swiglu(g_, u),
+        case(f"swiglu, {rows} rows", f"[{rows}, {I}]", lambda g_=gate, u=up: slower_kernels.swiglu(g_, u),
              lambda g_=gate, u=up: F.silu(g_) * u, 3 * rows * I * size, "<= PyTorch ops")
         x, r = rand(rows, H), rand(rows, H)
         norm = Qwen3RMSNorm(H, eps=1e-6).to(dev, dt)
         case(f"residual add + RMSNorm, {rows} rows", f"[{rows}, {H}]",
-             lambda x=x, r=r, n=norm: kernels.add_rmsnorm(x, r, n.weight, n.variance_epsilon),
+             lambda x=x, r=r, n=norm: slower_kernels.add_rmsnorm(x, r, n.weight, n.variance_epsilon),
              lambda x=x, r=r, n=norm: (lambda s: (n(s), s))(r + x),  # both outputs: the norm and the new residual
              (4 * rows * H + H) * size, "<= PyTorch ops")
     q1, k1 = rand(1, Hq, 1, D), rand(1, Hkv, 1, D)
     cos, sin = rand(1, 1, D), rand(1, 1, D)
     qn, kn = Qwen3RMSNorm(D, eps=1e-6).to(dev, dt), Qwen3RMSNorm(D, eps=1e-6).to(dev, dt)
     case("q_norm/k_norm + RoPE, decode", f"q [1,{Hq},1,{D}], k [1,{Hkv},1,{D}]",
-         lambda: kernels.rmsnorm_rope(q1, k1, qn.weight, kn.weight, qn.variance_epsilon, cos, sin),
+         lambda: slower_kernels.rmsnorm_rope(q1, k1, qn.weight, kn.weight, qn.variance_epsilon, cos, sin),
          lambda: apply_rotary_pos_emb(qn(q1), kn(k1), cos, sin), (2 * (Hq + Hkv) * D + 2 * D + 2 * D) * size,
          "<= PyTorch ops")
     return out
@@ -97,7 +97,7 @@ def cases(tiny: bool) -> list[dict]:
 
 def gemv_configs(M: int = 1, tiny: bool = False) -> list:
     """Every power-of-two gemv configuration worth a try at M rows (within the kernel's tile limit)."""
-    from kernels.gemv import GemvConfig
+    from slower_kernels.gemv import GemvConfig
 
     block_m = 1 << (M - 1).bit_length()
     out = []
@@ -118,8 +118,8 @@ def gemv_sweep(tiny: bool, rounds: int | None = None):
     import torch.nn.functional as F
 
     import helpers
-    import kernels
-    from kernels.gemv import gemv_config
+    import slower_kernels
+    from slower_kernels.gemv import gemv_config
 
     g = torch.Generator().manual_seed(0)
     shapes = {"lm_head": (96, 32), "gate,up fused": (64, 32)} if tiny else {
@@ -130,17 +130,17 @@ def gemv_sweep(tiny: bool, rounds: int | None = None):
         default = gemv_config(1, n, k)
         ranked = []
         for c in gemv_configs(1, tiny):  # printed as it goes: the first run compiles every configuration
-            ranked.append((helpers.ms_per_call(lambda c=c: kernels.gemv(x, w, config=c)), c))
+            ranked.append((helpers.ms_per_call(lambda c=c: slower_kernels.gemv(x, w, config=c)), c))
             print(f"{what} {c.name}: {ranked[-1][0]:.4f} ms ({'GPU time' if helpers.HAS_GPU else 'interpreter'}, "
                   "one reading)", flush=True)
         ranked.sort(key=lambda tc: tc[0])
         finalists = {c.name: c for _, c in ranked[:3]}
         finalists.setdefault(default.name, default)
-        comparison = helpers.compare_calls({name: (lambda c=c: kernels.gemv(x, w, config=c))
+        comparison = helpers.compare_calls({name: (lambda c=c: slower_kernels.gemv(x, w, config=c))
                                             for name, c in finalists.items()}, lambda: F.linear(x, w), rounds=rounds)
         once = {c.name: ms for ms, c in ranked}
         if default.name not in once:  # gemv_config's choice may lie outside the grid
-            once[default.name] = helpers.ms_per_call(lambda: kernels.gemv(x, w, config=default))
+            once[default.name] = helpers.ms_per_call(lambda: slower_kernels.gemv(x, w, config=default))
         for name in finalists:
             r = comparison.ratios[name]
             ms = comparison.ms[name]

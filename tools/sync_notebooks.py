@@ -64,7 +64,7 @@ def drop_stale_outputs(nb, stored) -> list[int]:
     jupytext took their outputs from; returns their indices.
 
     Outputs stay only under the exact code that made them. They record the last execution of the
-    notebook: an unchanged cell keeps its outputs even where ``helpers`` or ``kernels`` changed since.
+    notebook: an unchanged cell keeps its outputs even where ``helpers`` or ``slower_kernels`` changed since.
     """
     from jupytext.combine import map_outputs_to_inputs
 

@@ -2,7 +2,7 @@
 
 Without a CUDA GPU the kernels run in Triton's interpreter (numpy on the CPU): TRITON_INTERPRET=1
 must be set before any @triton.jit function is defined, so it is set here, before the kernel
-modules are imported. Import ``kernels`` before defining Triton kernels of your own.
+modules are imported. Import ``slower_kernels`` before defining Triton kernels of your own.
 """
 
 import os

@@ -67,7 +67,7 @@ def matmul(
     """a [M, K] @ b [K, N] -> [M, N] in the inputs' dtype; one program per output tile, 1 launch.
 
     a and b may be strided views (transposed, sliced): no copy is made. Tile sizes are powers of
-    two in [16, 256] (see ``kernels.TILE_CONFIGS``).
+    two in [16, 256] (see ``slower_kernels.TILE_CONFIGS``).
     Bytes: each program reads a BLOCK_M x K strip of a and a K x BLOCK_N strip of b, so a is read
     ceil(N / block_n) times and b ceil(M / block_m) times (caches soften this); C is written once.
     FLOPs: 2 * M * N * K.

@@ -6,9 +6,9 @@ lengths (row kernels). ``compile_spec(spec, cc)`` compiles one for ``GPUTarget("
 Triton ships ptxas, so this works on a machine without a GPU, but not in the interpreter, which
 replaces the compiler; run it in a process started with TRITON_INTERPRET=0:
 
-    TRITON_INTERPRET=0 python -m kernels.aot        # JSON report: T4 (sm_75) and H100/H200 (sm_90)
-    TRITON_INTERPRET=0 python -m kernels.aot --ptx  # what the compiler made: instruction mix, registers
-    TRITON_INTERPRET=0 python -m kernels.aot --ptx --with-text  # ... and each kernel's PTX
+    TRITON_INTERPRET=0 python -m slower_kernels.aot        # JSON report: T4 (sm_75) and H100/H200 (sm_90)
+    TRITON_INTERPRET=0 python -m slower_kernels.aot --ptx  # what the compiler made: instruction mix, registers
+    TRITON_INTERPRET=0 python -m slower_kernels.aot --ptx --with-text  # ... and each kernel's PTX
 
 ``compiler_table()`` reads what the compiler made of the teaching kernels (the add, both RMSNorms, the
 matmul in every tile) for each target: the PTX instructions that matter (tensor-core ``mma`` against
@@ -203,7 +203,7 @@ def compile_spec(spec: CompileSpec, cc: int, divisible_ints: bool = False):
     masked load cannot be vectorised."""
     if INTERPRET:
         raise RuntimeError(
-            "kernels.aot needs Triton's compiler, which TRITON_INTERPRET=1 replaces: "
+            "slower_kernels.aot needs Triton's compiler, which TRITON_INTERPRET=1 replaces: "
             "run it in a process started with TRITON_INTERPRET=0"
         )
     from triton.backends.compiler import GPUTarget
@@ -371,7 +371,7 @@ if __name__ == "__main__":
     args = sys.argv[1:]
     if args[:1] == ["--ptx-text"]:  # --ptx-text KERNEL LABEL CC: one kernel's PTX
         if len(args) != 4:
-            raise SystemExit("usage: python -m kernels.aot --ptx-text KERNEL LABEL CC")
+            raise SystemExit("usage: python -m slower_kernels.aot --ptx-text KERNEL LABEL CC")
         print(ptx_text(args[1], args[2], int(args[3])))
     else:
         print(json.dumps(compiler_table(with_ptx="--with-text" in args) if "--ptx" in args else compile_report(),

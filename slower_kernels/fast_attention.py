@@ -1,6 +1,6 @@
 """Fast attention: fused decode attention (with flash-decoding) and a flash-attention prefill.
 
-Shapes as in ``kernels.attention``: q [B, Hq, S, D], k and v [B, Hkv, T, D], output [B, Hq, S, D]
+Shapes as in ``slower_kernels.attention``: q [B, Hq, S, D], k and v [B, Hkv, T, D], output [B, Hq, S, D]
 (contiguous, in the input dtype). Grouped-query attention: query head h reads kv head
 h // (Hq // Hkv). Both kernels never write the scores [S, T] to memory: each program walks the keys
 in tiles of BLOCK_N and keeps an *online softmax* in fp32 (Milakov & Gimelshein 2018; FlashAttention):
@@ -85,7 +85,7 @@ def decode_meta(head_dim: int, dtype: torch.dtype) -> dict:
 
     BLOCK_N keys per tile: 64, halved (down to 16) while the Q tile and one K tile,
     elem * BLOCK_D * (BLOCK_H + BLOCK_N) bytes, pass 24 KiB: fp16 64 up to D = 128 and 32 at
-    D = 256; fp32 64 at D = 64, 32 at D = 128, 16 at D = 256. ``kernels.aot`` measures at most
+    D = 256; fp32 64 at D = 64, 32 at D = 128, 16 at D = 256. ``slower_kernels.aot`` measures at most
     48 KiB of shared memory for these on a T4 (64 KiB per block).
     """
     block_d = head_block(head_dim)
@@ -108,7 +108,7 @@ def prefill_meta(head_dim: int, dtype: torch.dtype) -> dict:
     A program keeps a [BLOCK_M, BLOCK_D] tile of Q and loads [BLOCK_N, BLOCK_D] tiles of K and V:
     the largest of 64, 32, 16 with a Q tile of at most 16 KiB and K, V tiles of at most 8 KiB each
     (Qwen3's D = 128 in fp16: 64 x 32). The compiler needs shared memory beyond the tiles for its
-    layout conversions: ``kernels.aot`` measures at most 48 KiB for these on a T4 (64 KiB per
+    layout conversions: ``slower_kernels.aot`` measures at most 48 KiB for these on a T4 (64 KiB per
     block), where 64 x 64 at D = 128 in fp16 would take all 64 KiB.
     """
     block_d = head_block(head_dim)

@@ -3,7 +3,7 @@
 At batch size 1 a decode step multiplies ONE row of activations by every weight matrix of the
 model: y = x @ w.T with x [1, K] and w [N, K]. Each weight element is used once, for one
 multiply-add, so the time is the time to read w from memory (2 bytes per element in fp16): the
-kernel is memory-bound, and a tiled matmul (``kernels.matmul``) wastes its BLOCK_M rows on one real
+kernel is memory-bound, and a tiled matmul (``slower_kernels.matmul``) wastes its BLOCK_M rows on one real
 row. ``gemv`` is written for bandwidth instead:
 
 * one program owns BLOCK_N rows of w (BLOCK_N outputs) and walks K in BLOCK_K chunks. w is read in
@@ -22,7 +22,7 @@ row. ``gemv`` is written for bandwidth instead:
 
 Above ``GEMV_MAX_M`` rows the tile of fp32 accumulators no longer fits the registers with useful
 BLOCK_N and BLOCK_K, and a tiled matmul reuses weights better: ``gemv`` refuses such inputs and
-points to ``kernels.matmul``; the modules ``GemvLinear`` and ``FusedLinear`` switch to it.
+points to ``slower_kernels.matmul``; the modules ``GemvLinear`` and ``FusedLinear`` switch to it.
 """
 
 from dataclasses import dataclass
@@ -36,7 +36,7 @@ from ._checks import as_rows, check_like, check_shape, check_tensor
 from .launches import record
 from .matmul import linear
 
-GEMV_MAX_M = 16  # most rows of x that gemv accepts; beyond it use kernels.matmul / kernels.linear
+GEMV_MAX_M = 16  # most rows of x that gemv accepts; beyond it use slower_kernels.matmul / slower_kernels.linear
 TILE_ELEMENTS = 8192  # fp32 accumulators per program: 64 registers per thread at 4 warps
 MIN_BLOCK_K, MAX_BLOCK_K = 64, 4096  # a K chunk: >= 128 bytes of a row in fp16, at most 8 KiB
 MIN_PROGRAMS = 1024  # enough programs to fill the GPU: ~8 per SM on an H200 (132 SMs), ~25 on a T4
@@ -179,7 +179,7 @@ def gemv(
     if not 1 <= M <= GEMV_MAX_M:
         raise ValueError(
             f"x must have between 1 and {GEMV_MAX_M} rows (the product of its leading dims) for gemv, got {M}: "
-            "use kernels.matmul (kernels.linear) for more rows"
+            "use slower_kernels.matmul (slower_kernels.linear) for more rows"
         )
     if config is None:
         config = gemv_config(M, N, K, MIN_PROGRAMS if x.is_cuda else INTERPRETER_MIN_PROGRAMS)
@@ -200,9 +200,9 @@ def gemv(
 
 
 def small_m_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """nn.Linear on x [..., in]: ``gemv`` for at most GEMV_MAX_M rows (decode), else ``kernels.linear``
+    """nn.Linear on x [..., in]: ``gemv`` for at most GEMV_MAX_M rows (decode), else ``slower_kernels.linear``
     (the tiled matmul, default tile; a prefill). One launch of this package's kernels either way
-    (with a bias, ``kernels.linear`` adds it with one PyTorch op). Each checks its own inputs."""
+    (with a bias, ``slower_kernels.linear`` adds it with one PyTorch op). Each checks its own inputs."""
     check_tensor(x, "x", min_ndim=1, dims="[..., in_features]")
     if x.shape[:-1].numel() <= GEMV_MAX_M:
         return gemv(x, weight, bias)

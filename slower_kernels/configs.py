@@ -3,7 +3,7 @@
 A matmul program computes one BLOCK_M x BLOCK_N tile of the output and walks K in BLOCK_K chunks.
 Every size is a power of two and at least 16 (``tl.dot`` needs 16 in every dimension on NVIDIA
 GPUs), and every entry compiles for a T4 (sm_75, 64 KiB of shared memory per block) in fp16:
-``tests/test_compile.py`` checks that with ``kernels.aot``.
+``tests/test_compile.py`` checks that with ``slower_kernels.aot``.
 """
 
 from dataclasses import asdict, dataclass

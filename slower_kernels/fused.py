@@ -200,7 +200,7 @@ def add_rmsnorm(
     In ``Qwen3DecoderLayer``: ``r = residual + attn_out`` then ``post_attention_layernorm(r)``, and
     likewise ``residual + mlp_out`` then the next layer's ``input_layernorm``. x, residual [..., hidden],
     weight [hidden], all of one dtype. r is rounded to the input dtype before the norm reads it;
-    y = weight * (r_fp32 * rsqrt(mean(r_fp32 ** 2) + eps)).to(dtype), as in ``kernels/rmsnorm.py``.
+    y = weight * (r_fp32 * rsqrt(mean(r_fp32 ** 2) + eps)).to(dtype), as in ``slower_kernels/rmsnorm.py``.
     Returns new tensors; x and residual are not modified (see ``add_rmsnorm_`` for in place).
     Bytes: reads x, residual (2*R*H*e) and the weight (H*e), writes y and r (2*R*H*e): about
     4*R*H*e, against 5*R*H*e in 2 launches for PyTorch's add then ``rmsnorm_fused`` (and more for
