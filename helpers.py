@@ -601,6 +601,17 @@ STAIRCASE = {
 BESIDE_STAIRCASE = {"original, CUDA graph": dict(decoder="graph"), "transformers compiled": dict(decoder="compiled")}
 
 
+def _prompt_keys(query, key, value):
+    """The keys and values a prompt sees when transformers passes no mask: with more keys than queries, a
+    prompt written into an empty static cache (its SDPA path aligns ``is_causal`` to the upper left, where
+    the prompt's keys come first; the rest of the cache is not written yet). One query is a decode step,
+    which sees every key it is given."""
+    S = query.shape[-2]
+    if S > 1 and key.shape[-2] > S:
+        return key[:, :, :S], value[:, :, :S]
+    return key, value
+
+
 def _slow_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
     """transformers attention function: q [B, Hq, S, D], k/v [B, Hkv, T, D] -> ([B, S, Hq, D], None).
 
@@ -609,6 +620,8 @@ def _slow_attention(module, query, key, value, attention_mask, scaling=None, dro
     """
     if attention_mask is not None:
         attention_mask = attention_mask[..., : key.shape[-2]]
+    else:
+        key, value = _prompt_keys(query, key, value)
     scale = scaling if scaling is not None else query.shape[-1] ** -0.5
     out = slower_kernels.attention_slow(query, key, value, scale=scale, causal=attention_mask is None,
                                  attn_mask=attention_mask)
@@ -636,8 +649,9 @@ def _fast_attention(module, query, key, value, attention_mask, scaling=None, dro
         kv_len = None if attention_mask is None else attention_mask[0, 0, -1, : key.shape[-2]].sum()
         out = slower_kernels.decode_attention(query, key, value, scale=scale, kv_len=kv_len)
     else:
-        if attention_mask is not None or key.shape[-2] > S:  # the prompt into an empty static cache: its keys first
+        if attention_mask is not None:  # the prompt into an empty static cache, masked: its keys first
             key, value = key[:, :, :S], value[:, :, :S]
+        key, value = _prompt_keys(query, key, value)
         out = slower_kernels.prefill_attention(query, key, value, scale=scale, causal=True)
     return out.transpose(1, 2).contiguous(), None
 
@@ -1552,7 +1566,8 @@ class _Capture:
         fresh = kind not in self.replays
         self._seen(kind, True, lambda: module(*args, **call_kwargs), getattr(module, "replaces", None))
         if fresh and kind in self.replays:
-            self.resets[kind] = _cache_reset(call_kwargs.get("past_key_values"))
+            self.resets[kind] = _cache_reset(slower_kernels.layer_cache(call_kwargs.get("cache"),
+                                                                 call_kwargs.get("past_key_values")))
         self.depth += 1
 
     def post(self, module, args, output) -> None:

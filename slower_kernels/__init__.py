@@ -24,7 +24,7 @@ from .fused import add_rmsnorm, add_rmsnorm_, rmsnorm_rope, rope, swiglu, swiglu
 from .gemv import GEMV_MAX_M, FusedLinear, GemvConfig, GemvLinear, gemv, gemv_config, small_m_linear  # noqa: E402
 from .launches import count_launches  # noqa: E402
 from .matmul import linear, matmul  # noqa: E402
-from .modules import FastAttention, FastDecoderLayer, FastMLP, TritonLinear, TritonRMSNorm  # noqa: E402
+from .modules import FastAttention, FastDecoderLayer, FastMLP, TritonLinear, TritonRMSNorm, layer_cache  # noqa: E402
 from .rmsnorm import rmsnorm_fused, rmsnorm_two_pass  # noqa: E402
 from .softmax import softmax  # noqa: E402
 
@@ -63,4 +63,5 @@ __all__ = [
     "FastMLP",
     "FastAttention",
     "FastDecoderLayer",
+    "layer_cache",
 ]

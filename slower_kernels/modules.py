@@ -12,6 +12,16 @@ from .rmsnorm import rmsnorm_fused, rmsnorm_two_pass
 _RMSNORMS = {"fused": rmsnorm_fused, "two_pass": rmsnorm_two_pass}
 
 
+def layer_cache(cache=None, past_key_values=None):
+    """The KV cache a transformers decoder passes to its layers: named ``cache`` from transformers 5.25 on,
+    ``past_key_values`` before. A block that read only one name would miss the other's cache without an
+    error (every decode step then attends to its own token alone), so both are read, and two different
+    caches at once are refused."""
+    if cache is not None and past_key_values is not None and cache is not past_key_values:
+        raise ValueError("cache and past_key_values name two different KV caches: pass one")
+    return cache if cache is not None else past_key_values
+
+
 class TritonRMSNorm(nn.Module):
     """RMSNorm through ``rmsnorm_fused`` (1 launch) or ``rmsnorm_two_pass`` (2 launches)."""
 
@@ -126,7 +136,9 @@ class FastAttention(nn.Module):
         return cls(attn.q_proj, attn.k_proj, attn.v_proj, attn.o_proj, attn.q_norm, attn.k_norm, attn.head_dim,
                    attn.layer_idx, attn.scaling, attention_fn, getattr(attn, "config", None))
 
-    def forward(self, hidden_states, position_embeddings, attention_mask=None, past_key_values=None, **kwargs):
+    def forward(self, hidden_states, position_embeddings, attention_mask=None, cache=None, past_key_values=None,
+                **kwargs):
+        cache = layer_cache(cache, past_key_values)
         B, S, _ = hidden_states.shape
         D = self.head_dim
         q, k, v = self.qkv(hidden_states)  # views of one [B, S, (Hq + 2 Hkv) * D] result: ONE launch
@@ -135,8 +147,8 @@ class FastAttention(nn.Module):
         v = v.view(B, S, -1, D).transpose(1, 2)
         cos, sin = position_embeddings
         q, k = rmsnorm_rope(q, k, self.q_weight, self.k_weight, self.eps, cos, sin)  # ONE launch
-        if past_key_values is not None:
-            k, v = past_key_values.update(k, v, self.layer_idx)
+        if cache is not None:
+            k, v = cache.update(k, v, self.layer_idx)
         kwargs.pop("position_ids", None)
         kwargs.pop("use_cache", None)
         out, weights = self.attention_fn(self, q, k, v, attention_mask, scaling=self.scaling, **kwargs)
@@ -163,11 +175,12 @@ class FastDecoderLayer(nn.Module):
         """Wrap a transformers ``Qwen3DecoderLayer``."""
         return cls(layer, attention_fn)
 
-    def forward(self, hidden_states, attention_mask=None, position_embeddings=None, past_key_values=None,
-                **kwargs):
+    def forward(self, hidden_states, attention_mask=None, position_embeddings=None, cache=None,
+                past_key_values=None, **kwargs):
+        cache = layer_cache(cache, past_key_values)
         if position_embeddings is None:
             raise ValueError("position_embeddings (cos, sin) must be given: the decoder model computes them once")
         x = rmsnorm_fused(hidden_states, self.input_weight, self.input_eps)
-        a, _ = self.self_attn(x, position_embeddings, attention_mask, past_key_values, **kwargs)
+        a, _ = self.self_attn(x, position_embeddings, attention_mask, cache, **kwargs)
         x, residual = add_rmsnorm(a, hidden_states, self.post_weight, self.post_eps)  # residual + a, normed
         return residual + self.mlp(x)

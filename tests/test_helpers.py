@@ -1267,6 +1267,61 @@ def test_a_fused_layer_launches_fewer_kernels_than_the_modules_alone(tiny, ids):
     assert fused < modules
 
 
+@pytest.fixture(scope="module")
+def tiny32():
+    """The tiny model in fp32 (on a GPU too), where a swap that changes the maths changes the greedy tokens.
+    Its weights are drawn wider than transformers' default (std 0.2, not 0.02), which makes the tiny model
+    repeat one token whatever the context: with these, its tokens follow the context."""
+    return helpers.random_qwen3(dict(helpers.TINY_QWEN3, initializer_range=0.2), seed=1).float()
+
+
+FAST_OPTIONS = {**{name: {k: v for k, v in swaps.items() if k != "decoder"} for name, swaps in helpers.STAIRCASE.items()},
+                "fast modules, no fused layers": FAST_MODULES}
+
+
+@pytest.mark.parametrize("decoder", ["generate", "graph decoder"])
+@pytest.mark.parametrize("option", list(FAST_OPTIONS))
+def test_every_fast_option_generates_the_originals_greedy_tokens(tiny32, option, decoder):
+    """Eagerly and through GraphDecoder (its static cache; replayed from a CUDA graph on a GPU), every step of
+    chapter 9's staircase decodes the original's greedy tokens in fp32. The reference never sits on a near-tie
+    (its top-2 logit gap is checked), so a decode step that lost its KV cache cannot pass by luck."""
+    from transformers import GenerationConfig
+
+    prompt, n = helpers.make_prompt(7, vocab_size=tiny32.config.vocab_size), 8
+    config = GenerationConfig(max_new_tokens=n, min_new_tokens=n, do_sample=False, output_scores=True,
+                              return_dict_in_generate=True, pad_token_id=0)
+    with torch.inference_mode():
+        ref = tiny32.generate(prompt, attention_mask=torch.ones_like(prompt), generation_config=config)
+    expected = ref.sequences[0, prompt.shape[1]:]
+    top2 = torch.stack(ref.scores).float().topk(2, dim=-1).values
+    assert (top2[..., 0] - top2[..., 1]).min() > 1e-3  # no near-tie: a wrong step shows in the tokens
+    assert len(set(expected.tolist())) > n // 2  # tokens that follow the context, not one token repeated
+    with helpers.patched(tiny32, **FAST_OPTIONS[option]):
+        if decoder == "generate":
+            got, _ = helpers._generate(tiny32, prompt, n)
+        else:
+            got, _ = helpers.GraphDecoder(tiny32, max_len=16).generate(prompt, n)
+    assert got.tolist() == expected.tolist()
+
+
+@pytest.mark.parametrize("name", ["cache", "past_key_values"])
+def test_a_fused_layer_reads_the_kv_cache_by_either_name(tiny32, name):
+    """transformers 5.25 passes a decoder layer its KV cache as ``cache``; earlier releases as
+    ``past_key_values``. The fused layer appends to the cache under both names, and refuses two caches."""
+    from transformers import DynamicCache
+
+    layer = slower_kernels.FastDecoderLayer.from_hf(tiny32.model.layers[0], helpers._fast_attention)
+    x = torch.randn(1, 3, tiny32.config.hidden_size, device=helpers.DEVICE)
+    position = torch.arange(3, device=helpers.DEVICE)[None]
+    cos_sin = tiny32.model.rotary_emb(x, position)
+    cache = DynamicCache(config=tiny32.config)
+    with torch.inference_mode():
+        layer(x, position_embeddings=cos_sin, **{name: cache})
+    assert cache.get_seq_length(0) == 3
+    with pytest.raises(ValueError, match="cache and past_key_values name two different KV caches"):
+        layer(x, position_embeddings=cos_sin, cache=cache, past_key_values=DynamicCache(config=tiny32.config))
+
+
 def test_the_fast_model_under_a_static_cache(tiny):
     """GraphDecoder's static cache hands attention a mask over the whole buffer: decode reads kv_len from it."""
     prompt = helpers.make_prompt(5, vocab_size=tiny.config.vocab_size)
