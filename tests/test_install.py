@@ -26,20 +26,54 @@ def requirement_lines(path: Path) -> dict:
     return out
 
 
-def test_the_pins_satisfy_the_requirement_ranges():
-    """constraints-ci.txt must be installable with requirements*.txt: each pin inside its range."""
+@pytest.mark.parametrize("versions", ["pinned", "colab"])
+def test_the_pins_satisfy_the_requirement_ranges(versions):
+    """Each constraints file must be installable with requirements*.txt: each pin inside its range."""
     ranges = requirement_lines(install.TEST_REQUIREMENTS)
-    pins = requirement_lines(install.CONSTRAINTS)
-    assert {"torch", "triton", "numpy", "transformers"} <= set(pins)
+    pins = requirement_lines(install.VERSIONS[versions])
+    assert {"torch", "triton", "transformers"} <= set(pins)
     for name, pin in pins.items():
         (version,) = [s.version for s in pin.specifier if s.operator == "=="]
         assert ranges[name].specifier.contains(version), f"{name}=={version} is outside {ranges[name]}"
 
 
+def test_every_cap_says_why():
+    """A cap (<, <=, ~=, ==) in a requirements file stands only for a known break, named on its line."""
+    for path in (install.REQUIREMENTS, install.TEST_REQUIREMENTS):
+        for line in path.read_text().splitlines():
+            spec, _, why = line.partition("#")
+            if spec.strip() and not spec.startswith("-r") and any(
+                    s.operator in ("<", "<=", "~=", "==") for s in Requirement(spec.strip()).specifier):
+                assert why.strip(), f"{path.name}: {spec.strip()} caps a version without saying why"
+
+
 def test_pinned_reads_the_constraints_file():
     assert install.pinned("torch").startswith("torch==") and install.pinned("triton").startswith("triton==")
+    assert install.pinned("torch", install.VERSIONS["colab"]) == "torch==2.11.0"
     with pytest.raises(KeyError, match="pins no"):
         install.pinned("surely-not-pinned")
+
+
+def test_versions_come_from_the_environment(monkeypatch):
+    monkeypatch.delenv("SLOWER_VERSIONS", raising=False)
+    assert install.versions() == "pinned"
+    monkeypatch.setenv("SLOWER_VERSIONS", " Newest ")
+    assert install.versions() == "newest" and install.VERSIONS["newest"] is None
+    monkeypatch.setenv("SLOWER_VERSIONS", "latest")
+    with pytest.raises(SystemExit, match="SLOWER_VERSIONS must be one of pinned, colab, newest, got 'latest'"):
+        install.versions()
+
+
+def test_newest_holds_torch_while_it_upgrades_the_rest(monkeypatch, tmp_path):
+    calls = []
+    monkeypatch.setattr(install, "pip", lambda *args: calls.append(args))
+    monkeypatch.setattr(install, "ROOT", tmp_path)
+    monkeypatch.delenv("SLOWER_TORCH_INDEX", raising=False)
+    install.install_newest(gpu=False, reqs=install.REQUIREMENTS)
+    assert "--upgrade" in calls[0] and "--no-deps" in calls[0] and install.CPU_INDEX in calls[0]
+    held = Path(calls[1][calls[1].index("-c") + 1])
+    assert "--upgrade" in calls[1] and held.read_text().startswith("torch==")
+    assert not any(path.endswith(".txt") and "constraints" in path for path in calls[1])
 
 
 def test_without_a_gpu_torch_comes_from_the_cpu_index(monkeypatch):

@@ -17,6 +17,16 @@ Both commands of the README call this first. What it does:
 An installed PyTorch is never replaced (except by CPU CI): Colab's, or your own CUDA build, stays.
 Set ``SLOWER_TORCH_INDEX`` to use another CPU wheel index, or to an empty string to use only the default
 index. Linux only: Triton publishes no wheels for macOS or Windows (see the README).
+
+``SLOWER_VERSIONS`` picks the versions (CI's jobs set it; a fresh virtual environment can too):
+
+* ``pinned`` (the default): ``constraints-ci.txt``, as above.
+* ``colab``: ``constraints-colab.txt``, the versions Colab's GPU image ships (PyTorch, Triton, transformers).
+* ``newest``: no constraints file at all: the newest PyTorch (CPU build without a GPU), then the newest
+  release of everything else that ``requirements*.txt`` admits, so that a new release that breaks the
+  series breaks this job first.
+
+``colab`` and ``newest`` always install, replacing what is there: they exist to test those versions.
 """
 from __future__ import annotations
 
@@ -36,6 +46,8 @@ import colab_setup  # noqa: E402
 REQUIREMENTS = ROOT / "requirements.txt"
 TEST_REQUIREMENTS = ROOT / "requirements-test.txt"
 CONSTRAINTS = ROOT / "constraints-ci.txt"
+# SLOWER_VERSIONS -> the constraints file those versions are pinned in (None: the newest that the ranges admit)
+VERSIONS = {"pinned": CONSTRAINTS, "colab": ROOT / "constraints-colab.txt", "newest": None}
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"  # PyTorch's own index of CPU-only builds
 KERNELS = ROOT / "build" / "jupyter"  # nbmake's "python3" kernel for this Python (--test); JUPYTER_PATH finds it
 
@@ -51,13 +63,21 @@ def gpu_present() -> bool:
     return done.returncode == 0 and "GPU" in done.stdout
 
 
-def pinned(name: str) -> str:
-    """``name==version`` from the constraints file (the one place the versions are written)."""
-    for line in CONSTRAINTS.read_text().splitlines():
+def versions() -> str:
+    """The versions asked for in ``SLOWER_VERSIONS`` (``pinned`` when unset): a key of ``VERSIONS``."""
+    chosen = os.environ.get("SLOWER_VERSIONS", "").strip().lower() or "pinned"
+    if chosen not in VERSIONS:
+        raise SystemExit(f"SLOWER_VERSIONS must be one of {', '.join(VERSIONS)}, got {chosen!r}")
+    return chosen
+
+
+def pinned(name: str, constraints: Path = CONSTRAINTS) -> str:
+    """``name==version`` from a constraints file (the one place those versions are written)."""
+    for line in constraints.read_text().splitlines():
         spec = line.split("#")[0].strip()
         if spec.split("==")[0].strip().lower() == name:
             return spec
-    raise KeyError(f"{CONSTRAINTS.name} pins no {name}")
+    raise KeyError(f"{constraints.name} pins no {name}")
 
 
 def pip(*args: str) -> None:
@@ -66,16 +86,32 @@ def pip(*args: str) -> None:
     subprocess.run(cmd, check=True)
 
 
-def install_torch(gpu: bool) -> None:
+def install_torch(gpu: bool, constraints: Path = CONSTRAINTS) -> None:
     """The pinned PyTorch and Triton for this machine: the public CUDA build with a GPU, a CPU build without."""
     index = os.environ.get("SLOWER_TORCH_INDEX", CPU_INDEX)
+    torch_pin = pinned("torch", constraints)
     if not gpu and index:
         # "torch==X" matches both the default index's CUDA build "X" and the CPU index's "X+cpu"; pip prefers
         # the "+cpu" local version, which needs no CUDA libraries. Only torch itself is looked up there.
-        pip("--quiet", "--no-deps", pinned("torch"), "--extra-index-url", index)
+        pip("--quiet", "--no-deps", torch_pin, "--extra-index-url", index)
     # its dependencies (and, with a GPU, the CUDA build itself) from the default index; an installed
     # "X+cpu" satisfies "torch==X", so it stays
-    pip("--quiet", pinned("torch"), pinned("triton"), "-c", str(CONSTRAINTS))
+    pip("--quiet", torch_pin, pinned("triton", constraints), "-c", str(constraints))
+
+
+def install_newest(gpu: bool, reqs: Path) -> None:
+    """The newest PyTorch (a CPU build without a GPU, as above), then the newest release of everything else
+    that ``reqs`` admits, with PyTorch held where it is (an upgrade would otherwise trade a CPU build for the
+    default index's CUDA build)."""
+    index = os.environ.get("SLOWER_TORCH_INDEX", CPU_INDEX)
+    pip("--quiet", "--upgrade", *(("--no-deps", "torch", "--extra-index-url", index) if not gpu and index
+                                  else ("torch",)))
+    import importlib.metadata
+
+    held = ROOT / "build" / "torch-held.txt"
+    held.parent.mkdir(exist_ok=True)
+    held.write_text(f"torch=={importlib.metadata.version('torch')}\n")
+    pip("--quiet", "--upgrade", "-r", str(reqs), "-c", str(held))
 
 
 def install_kernel() -> None:
@@ -94,13 +130,20 @@ def main(argv: list[str] | None = None) -> int:
     ci = os.environ.get("CI") == "true"
     gpu = gpu_present()
     reqs = TEST_REQUIREMENTS if args.test else REQUIREMENTS
+    chosen = versions()
+    constraints = VERSIONS[chosen]
     # A fresh environment gets the pinned stack throughout, and so does CPU CI (it tests what the pins
-    # say); an environment that has its own PyTorch (Colab's, a GPU runner's) keeps it.
-    pinned_stack = (ci and not gpu) or importlib.util.find_spec("torch") is None
-    if pinned_stack:
-        print(f"installing PyTorch and Triton ({'GPU build' if gpu else 'CPU build'}) at the pinned versions")
-        install_torch(gpu)
-        pip("--quiet", "-r", str(reqs), "-c", str(CONSTRAINTS))
+    # say); an environment that has its own PyTorch (Colab's, a GPU runner's) keeps it, unless another
+    # set of versions is asked for.
+    pinned_stack = chosen != "pinned" or (ci and not gpu) or importlib.util.find_spec("torch") is None
+    if constraints is None:
+        print(f"installing the newest versions that {reqs.name} admits ({'GPU' if gpu else 'CPU'} build of PyTorch)")
+        install_newest(gpu, reqs)
+    elif pinned_stack:
+        print(f"installing PyTorch and Triton ({'GPU build' if gpu else 'CPU build'}) at the versions in "
+              f"{constraints.name}")
+        install_torch(gpu, constraints)
+        pip("--quiet", "-r", str(reqs), "-c", str(constraints))
     else:
         missing = colab_setup.missing_requirements(reqs, gpu)
         if missing:

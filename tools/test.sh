@@ -30,6 +30,7 @@ if [ -z "${SLOWER_MODE:-}" ]; then
 fi
 export SLOWER_MODE
 echo "test command: SLOWER_MODE=$SLOWER_MODE ($("$PY" -c "import torch; print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'no GPU')"))"
+"$PY" -c "import importlib.metadata as m, platform; print('versions: Python', platform.python_version(), *(f'{n} {m.version(n)}' for n in ('torch', 'triton', 'transformers', 'numpy', 'kernels') if n in {d.lower() for ds in m.packages_distributions().values() for d in ds}))"
 
 # The unit tests in parallel where pytest-xdist is installed (they check correctness, never speed).
 XDIST=(); if "$PY" -c "import xdist" 2>/dev/null; then XDIST=(-n auto); fi
