@@ -18,6 +18,7 @@ import os
 import platform
 import random
 import re
+import shutil
 import statistics
 import sys
 import time
@@ -181,6 +182,7 @@ SLUG = hardware_slug()
 # Where this run's results and figures go: runs/<slug> (ignored by git), or figures/<slug> where the run
 # is meant to be committed (``python tools/run_series.py --commit`` sets SLOWER_RESULTS_ROOT=figures).
 RESULTS_ROOT = Path(os.environ.get("SLOWER_RESULTS_ROOT") or ROOT / "runs")
+TRACES_DIR = ROOT / "runs" / "traces"  # profiler traces (step_timeline's keep_trace): large, never committed
 RESULTS_DIR = RESULTS_ROOT / (SLUG if MODE == "full" else "cpu" if MODE == "cpu" else f"{SLUG}-quick")
 COMMITTED_DIR = ROOT / "figures"  # the committed runs: figures/h200 (full run), figures/cpu/runtimes.csv
 
@@ -922,11 +924,13 @@ def timeline_summary(df) -> dict:
             SPAN_US: span, BUSY_US: busy, "GPU idle fraction": 1 - busy / span if span else float("nan")}
 
 
-def step_timeline(model, ids: torch.Tensor, decoder: str = "generate"):
+def step_timeline(model, ids: torch.Tensor, decoder: str = "generate", keep_trace: str | None = None):
     """One decode step after a prefill of ``ids``, traced by torch.profiler (host and GPU activity): the
     DataFrame of ``timeline_from_trace``. ``decoder="generate"``: one eager forward with a dynamic KV
     cache and the argmax, as ``generate()`` makes each step; ``"graph"``: one replay of ``GraphDecoder``'s
-    captured step. Both after a warm-up step of the same shapes. GPU only (there is no GPU lane without one)."""
+    captured step. Both after a warm-up step of the same shapes. GPU only (there is no GPU lane without one).
+    ``keep_trace="name"`` keeps the profiler's Chrome trace as ``runs/traces/name.json`` (its path in the
+    DataFrame's ``attrs["trace"]``): drop it on https://ui.perfetto.dev to see every kernel by name."""
     import json
     import tempfile
 
@@ -962,30 +966,53 @@ def step_timeline(model, ids: torch.Tensor, decoder: str = "generate"):
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "trace.json"
         prof.export_chrome_trace(str(path))
-        return timeline_from_trace(json.loads(path.read_text()))
+        df = timeline_from_trace(json.loads(path.read_text()))
+        if keep_trace:
+            kept = TRACES_DIR / f"{keep_trace}.json"
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, kept)
+            df.attrs["trace"] = kept
+        return df
 
 
-def plot_timelines(timelines: dict, name: str | None = None):
+def plot_timelines(timelines: dict, name: str | None = None, zoom: float = 1 / 28):
     """One row per configuration ({label: ``step_timeline`` DataFrame}): the host's launches above, the GPU's
-    kernels below, on a shared axis in µs, so the gaps where the GPU waits for the host are visible."""
+    kernels below, so the gaps where the GPU waits for the host are visible. Left, the whole step: every
+    event is drawn at least one pixel wide, so 1,600 kernels of a few µs each show as 1,600 marks, not a few
+    dozen. Right, a zoom on ``zoom`` of the step's GPU kernels (1/28: one of Qwen3-0.6B's 28 decoder layers),
+    taken from the middle of the step, where each kernel and each gap can be told apart."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(len(timelines), 1, figsize=(12, 1.9 * len(timelines) + 0.8), sharex=True, squeeze=False)
+    if not 0 < zoom <= 1:
+        raise ValueError(f"zoom must be a fraction of the step in (0, 1], got {zoom!r}")
+    fig, axes = plt.subplots(len(timelines), 2, figsize=(13, 1.9 * len(timelines) + 0.9), squeeze=False,
+                             gridspec_kw={"width_ratios": [3, 2]})
     colors = {TIMELINE_LANES[0]: "tab:orange", TIMELINE_LANES[1]: "tab:blue"}
-    for ax, (label, df) in zip(axes[:, 0], timelines.items()):
-        for row, lane in enumerate(TIMELINE_LANES):
-            part = df[df["lane"] == lane]
-            ax.broken_barh(list(zip(part["start_us"], part["dur_us"].clip(lower=0.3))), (1 - row - 0.4, 0.8),
-                           color=colors[lane], linewidth=0)
+    for (ax, zax), (label, df) in zip(axes, timelines.items()):
         s = timeline_summary(df)
+        kernels_ = df[df["lane"] == TIMELINE_LANES[1]]
+        first = len(kernels_) // 2 - int(len(kernels_) * zoom) // 2
+        window = kernels_.iloc[first:first + max(1, int(len(kernels_) * zoom))]
+        lo = float(window["start_us"].min()) if len(window) else 0.0
+        hi = float((window["start_us"] + window["dur_us"]).max()) if len(window) else 1.0
+        for axis, (x0, x1) in ((ax, (0.0, max(s[SPAN_US], 1e-9))), (zax, (lo, max(hi, lo + 1e-9)))):
+            px = (x1 - x0) / (axis.get_window_extent().width or 1)  # µs per pixel: the narrowest visible bar
+            for row, lane in enumerate(TIMELINE_LANES):
+                part = df[(df["lane"] == lane) & (df["start_us"] < x1) & (df["start_us"] + df["dur_us"] > x0)]
+                axis.broken_barh(list(zip(part["start_us"], part["dur_us"].clip(lower=px))), (1 - row - 0.4, 0.8),
+                                 color=colors[lane], linewidth=0)
+            axis.set_xlim(x0, x1)
+            axis.set_ylim(-0.6, 1.6)
+            axis.grid(axis="x", alpha=0.3)
         n, k = s["host launches"], s["GPU kernels"]
         ax.set_yticks([1, 0], [f"{n} host launch{'es' if n != 1 else ''}", f"{k} GPU kernel{'s' if k != 1 else ''}"])
-        ax.set_ylim(-0.6, 1.6)
-        ax.set_title(f"{label}: one decode step traced, {s[SPAN_US] / 1e3:.2f} trace ms span; GPU busy "
+        zax.set_yticks([1, 0], ["host", "GPU"])
+        ax.set_title(f"{label}: one decode step traced\n{s[SPAN_US] / 1e3:.2f} trace ms span; GPU busy "
                      f"{s[BUSY_US] / 1e3:.2f} ms of profiler kernel time "
                      f"({100 * (1 - s['GPU idle fraction']):.0f}% of the step)", fontsize=10, loc="left")
-        ax.grid(axis="x", alpha=0.3)
-    axes[-1, 0].set_xlabel("µs from the step's first event (torch.profiler; host clock and GPU clock aligned by it)")
+        zax.set_title(f"zoom: {len(window)} kernels ({zoom:.3g} of the step)\n{hi - lo:,.0f} µs", fontsize=10, loc="left")
+    axes[-1, 0].set_xlabel("µs from the step's first event (torch.profiler; host and GPU clocks aligned by it)")
+    axes[-1, 1].set_xlabel("µs, the same clock")
     fig.tight_layout()
     if name:
         save_figure(fig, name)
@@ -1019,17 +1046,17 @@ def plot_roofline(points, slug: str | None = None, name: str | None = None):
     tflops = points["flops"] / (points["gpu_ms"] * 1e-3) / 1e12
     lo, hi = min(intensity.min(), 0.05) / 2, max(intensity.max(), 2 * tensor * 1e3 / gb_s) * 2
     x = np.geomspace(lo, hi, 200)
-    fig, ax = plt.subplots(figsize=(9, 5.5))
-    placed = []
+    fig, ax = plt.subplots(figsize=(12, 5.5))
     for peak, what, style in ((tensor, "fp16 tensor cores", "-"), (fma, "fp32 FMA, no tensor cores", "--")):
         ax.plot(x, np.minimum(peak, x * gb_s / 1e3), color="black", ls=style, lw=1,
                 label=f"roof: {gb_s:,} GB/s x intensity, {peak:g} TFLOP/s ({what})")
-    for group, marker in zip(dict.fromkeys(points["group"]), "os^Dv"):
-        sel = points["group"] == group
-        ax.scatter(intensity[sel], tflops[sel], marker=marker, s=50, label=group, zorder=3)
-        for xi, yi, text in zip(intensity[sel], tflops[sel], points["label"][sel]):
-            placed.append(ax.annotate(text, (xi, yi), textcoords="offset points", xytext=(5, 3), fontsize=8,
-                                      arrowprops=dict(arrowstyle="-", color="0.4", lw=0.8, shrinkA=0, shrinkB=2)))
+    # every point its own marker (its group's shape) and colour, named in the legend: points that share an
+    # intensity (the tiles of one matmul) stay apart by colour instead of by labels stacked on each other
+    colours = plt.get_cmap("tab10" if len(points) <= 10 else "tab20")
+    for i, (group, label, xi, yi) in enumerate(zip(points["group"], points["label"], intensity, tflops)):
+        marker = "os^Dv"[list(dict.fromkeys(points["group"])).index(group) % 5]
+        ax.scatter([xi], [yi], marker=marker, s=55, color=colours(i % colours.N), edgecolor="black", linewidth=0.5,
+                   label=f"{group}: {label}", zorder=3)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (flop per byte moved)")
@@ -1037,36 +1064,11 @@ def plot_roofline(points, slug: str | None = None, name: str | None = None):
     gpu = GPU_SPECS.get(slug, {}).get("name") or (_gpu_name() if slug == SLUG and HAS_GPU else slug)
     ax.set_title(f"Roofline of the {gpu}: nominal bandwidth and compute", loc="left")
     ax.grid(True, which="both", alpha=0.2)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize=8, frameon=False)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, frameon=False)
     fig.tight_layout()
-    _unstack_labels(fig, placed)
     if name:
         save_figure(fig, name)
     return fig
-
-
-def _unstack_labels(fig, labels, step_pt: float = 9.0, tries: int = 6) -> None:
-    """Move point labels (``ax.annotate`` texts with a leader line to their point) up or down, one line at a
-    time and nearest first, until none overlaps a label placed before it: nearby points (kernels of similar
-    intensity and speed) keep readable labels, each tied to its own point by its line. A label with no free
-    place within ``tries`` lines either way stays where it was."""
-    from matplotlib.text import Text
-
-    fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()
-    text_box = lambda label: Text.get_window_extent(label, renderer)  # noqa: E731 (the text, not its leader line)
-    boxes = []
-    for label in labels:
-        x, y = label.xyann
-        for shift in [0] + [sign * k for k in range(1, tries + 1) for sign in (-1, 1)]:
-            label.xyann = (x, y + shift * step_pt)
-            label.update_positions(renderer)
-            if not any(text_box(label).overlaps(other) for other in boxes):
-                break
-        else:
-            label.xyann = (x, y)
-            label.update_positions(renderer)
-        boxes.append(text_box(label))
 
 
 # --- The machine: what a GPU is made of (chapter 1, used after) ----------------------------------

@@ -1452,8 +1452,27 @@ def test_a_timeline_summary_counts_overlapping_kernels_once():
     plt = pytest.importorskip("matplotlib.pyplot")
     fig = helpers.plot_timelines({"eager": df, "graph": df})
     title = fig.axes[0].get_title(loc="left")  # both times with their clocks
-    assert len(fig.axes) == 2
+    assert len(fig.axes) == 4  # the whole step and its zoom, per configuration
     assert "0.05 trace ms span; GPU busy 0.03 ms of profiler kernel time (50% of the step)" in title
+    plt.close(fig)
+    with pytest.raises(ValueError, match="zoom must be a fraction"):
+        helpers.plot_timelines({"eager": df}, zoom=0)
+
+
+def test_a_timeline_draws_every_kernel_at_least_a_pixel_wide():
+    """1,000 kernels of 1 µs in a 30 ms step: each is drawn (no bar thinner than a pixel), and the zoom shows
+    its share of them."""
+    events = [("kernel", f"k{i}", 30 * i, 1) for i in range(1000)]
+    df = helpers.timeline_from_trace(_trace(*events))
+    plt = pytest.importorskip("matplotlib.pyplot")
+    fig = helpers.plot_timelines({"eager": df}, zoom=0.1)
+    whole, zoom = fig.axes
+    bars = [c for c in whole.collections if len(c.get_paths())]
+    assert sum(len(c.get_paths()) for c in bars) == 1000
+    widths = [p.get_extents().width for c in bars for p in c.get_paths()]
+    px = (whole.get_xlim()[1] - whole.get_xlim()[0]) / whole.get_window_extent().width
+    assert min(widths) >= px * 0.99
+    assert "zoom: 100 kernels" in zoom.get_title(loc="left")
     plt.close(fig)
 
 
@@ -1479,11 +1498,11 @@ def test_the_roofline_draws_each_kernel_under_its_roofs():
     crowd = pd.DataFrame({"label": ["gate/up", "q/k/v", "down"], "group": ["fast"] * 3, "flops": [2e8] * 3,
                           "bytes": [2e8] * 3, "gpu_ms": [0.05, 0.051, 0.052]})  # three points on one spot
     fig = helpers.plot_roofline(crowd, slug="h200")
-    from matplotlib.text import Text
-
-    fig.canvas.draw()
-    boxes = [Text.get_window_extent(t) for t in fig.axes[0].texts]  # the label's text, not its leader line
-    assert len(boxes) == 3 and not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+    ax = fig.axes[0]  # no labels stacked on the points: each point in the legend, in a colour of its own
+    assert not ax.texts
+    assert [t.get_text() for t in ax.get_legend().get_texts()][2:] == ["fast: gate/up", "fast: q/k/v", "fast: down"]
+    colours = {tuple(c.get_facecolor()[0]) for c in ax.collections}
+    assert len(colours) == 3
     plt.close(fig)
     with pytest.raises(ValueError, match="missing columns"):
         helpers.plot_roofline(points.drop(columns="gpu_ms"), slug="h200")
