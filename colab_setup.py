@@ -111,6 +111,10 @@ def prepare(requirements: Path | str | None = None) -> None:
         raise RuntimeError("PyTorch is missing: run `python tools/install.py` in the repository (Linux), "
                            "or install PyTorch for your platform (https://pytorch.org)") from err
     gpu = torch.cuda.is_available()
+    if not gpu or os.environ.get("SLOWER_MODE", "").strip().lower() == "cpu":
+        # Triton reads TRITON_INTERPRET once, when it is first imported, and transformers imports it with a
+        # model module: set here, before a chapter's first import (as helpers and slower_kernels do later)
+        os.environ.setdefault("TRITON_INTERPRET", "1")
     todo = missing_requirements(requirements, gpu)
     if todo:
         print("installing:", " ".join(todo))

@@ -6,10 +6,17 @@ modules are imported. Import ``slower_kernels`` before defining Triton kernels o
 """
 
 import os
+import sys
 
 import torch
 
 if not torch.cuda.is_available():
+    if "triton" in sys.modules and not os.environ.get("TRITON_INTERPRET"):
+        # too late: Triton's own helpers (tl.sum, ...) were built for a GPU, and kernels defined now fail
+        # inside the interpreter with "Cannot call @triton.jit'd outside of the scope of a kernel"
+        raise ImportError("slower_kernels: triton was imported before TRITON_INTERPRET=1 was set, and there is "
+                          "no CUDA GPU. Import helpers or slower_kernels before transformers or triton (a "
+                          "model module imports triton), or set TRITON_INTERPRET=1 before any import.")
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import triton  # noqa: E402  (after TRITON_INTERPRET is settled)

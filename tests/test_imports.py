@@ -5,10 +5,16 @@ dependency imports wins over the real one: transformers 5.25 imports Hugging Fac
 model module loads, and found this repository's former ``kernels/`` instead (an ImportError in every chapter).
 """
 import importlib.metadata
+import os
+import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+import torch
+
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
 
 def top_level_names(root: Path) -> set[str]:
@@ -41,3 +47,27 @@ def test_the_check_finds_a_clash(tmp_path):
     assert names == {"kernels", "json"}
     assert shadowed(names, {"kernels": ["kernels"], "yaml": ["PyYAML"]}, sys.stdlib_module_names) == {
         "kernels": "kernels", "json": "the standard library"}
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the interpreter's import order matters without a GPU")
+def test_importing_triton_before_the_interpreter_is_set_is_a_clear_error():
+    """Triton reads TRITON_INTERPRET when first imported (a transformers model module imports it): kernels
+    defined after that fail inside the interpreter with an obscure error (Triton 3.8), so it is refused."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    late = subprocess.run([sys.executable, "-c", "import triton, slower_kernels"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert late.returncode != 0 and "Import helpers or slower_kernels before transformers or triton" in late.stderr
+    early = subprocess.run([sys.executable, "-c", "import slower_kernels, triton"], cwd=ROOT, env=env,
+                           capture_output=True, text=True, timeout=300)
+    assert early.returncode == 0, early.stderr
+
+
+def test_a_chapter_s_setup_sets_the_interpreter_before_any_import(monkeypatch):
+    """colab_setup.prepare() runs first in every chapter: without a GPU (or in CPU mode) it sets TRITON_INTERPRET."""
+    import colab_setup
+
+    monkeypatch.setattr(colab_setup, "missing_requirements", lambda *a, **k: [])
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setenv("SLOWER_MODE", "cpu")
+    colab_setup.prepare()
+    assert os.environ["TRITON_INTERPRET"] == "1"
