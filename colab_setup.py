@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 # Placeholder until the series is published: the badges and the clone only work once this names a public
-# repository holding this code (the README's "Open in Colab from your fork" says what to change).
+# repository holding this code (DEVELOPING.md, "Open in Colab from your fork", says what to change).
 REPO_URL = "https://github.com/slower-on-purpose/slower-on-purpose"
 REPO_DIR = "slower-on-purpose"  # the folder a fresh runtime clones into
 BRANCH = "main"

@@ -10,19 +10,31 @@ import check_quotes  # noqa: E402
 import make_readme  # noqa: E402
 
 
-def test_readme_matches_the_committed_results():
-    text = make_readme.README.read_text()
-    assert make_readme.render(text) == text, "README.md is stale: run python tools/make_readme.py"
+def test_readme_and_results_match_the_committed_results():
+    for path, sections in make_readme.SECTIONS.items():
+        text = path.read_text()
+        assert make_readme.render(text, sections) == text, f"{path.name} is stale: run python tools/make_readme.py"
 
 
-def test_check_fails_when_a_number_is_edited(tmp_path, monkeypatch):
-    readme = tmp_path / "README.md"
-    text = make_readme.README.read_text()
+def test_check_fails_when_a_number_is_edited(tmp_path):
+    text = make_readme.RESULTS.read_text()
     start = text.index("<!-- results:start -->")
-    readme.write_text(text[:start] + "<!-- results:start -->\n| typed by hand | 99 |\n<!-- results:end -->"
-                      + text[text.index("<!-- results:end -->") + len("<!-- results:end -->"):])
-    monkeypatch.setattr(make_readme, "README", readme)
-    assert make_readme.render(readme.read_text()) != readme.read_text()
+    edited = (text[:start] + "<!-- results:start -->\n| typed by hand | 99 |\n<!-- results:end -->"
+              + text[text.index("<!-- results:end -->") + len("<!-- results:end -->"):])
+    assert make_readme.render(edited, make_readme.SECTIONS[make_readme.RESULTS]) == text
+
+
+def test_the_front_door_stays_short_and_links_the_rest():
+    """The README is a front door (at most 1,500 words, links and comments aside); the method and the run's
+    details have pages of their own, and every page it links to exists."""
+    import re
+
+    text = make_readme.README.read_text()
+    words = re.findall(r"[A-Za-z][A-Za-z'-]+", re.sub(r"<!--.*?-->|\(http[^)]*\)", "", text, flags=re.S))
+    assert len(words) <= 1500, f"README.md has {len(words)} words"
+    for page in re.findall(r"\]\(([A-Z]+\.md)\)", text):
+        assert (ROOT / page).is_file(), f"README.md links to {page}, which is missing"
+    assert {"METHODS.md", "RESULTS.md"} <= set(re.findall(r"\]\(([A-Z]+\.md)\)", text))
 
 
 def test_readme_names_the_two_commands_and_ci_calls_the_second():

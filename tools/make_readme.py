@@ -1,7 +1,8 @@
-"""Write the README's generated parts from the committed results; nothing in them is typed by hand.
+"""Write the generated parts of README.md and RESULTS.md from the committed results; nothing in them is typed
+by hand.
 
-    python tools/make_readme.py          # rewrite the marked sections of README.md
-    python tools/make_readme.py --check  # exit 1 if README.md is stale (the tests run this)
+    python tools/make_readme.py          # rewrite the marked sections of README.md and RESULTS.md
+    python tools/make_readme.py --check  # exit 1 if either is stale (the tests run this)
 
 Sources: figures/h200/results.csv (the committed full H200 run, run times included),
 figures/h200/reproduce.csv (its re-measurement by tools/reproduce.py --commit), figures/cpu/runtimes.csv
@@ -21,6 +22,7 @@ sys.path.insert(0, str(ROOT))
 import colab_setup  # noqa: E402
 
 README = ROOT / "README.md"
+RESULTS = ROOT / "RESULTS.md"
 H200 = ROOT / "figures" / "h200" / "results.csv"
 REPRODUCED = H200.parent / "reproduce.csv"
 CPU_RUNTIMES = ROOT / "figures" / "cpu" / "runtimes.csv"
@@ -167,21 +169,39 @@ FIGURES = [
 ]
 
 
-def figures_section() -> str:
-    present = [(f, c) for f, c in FIGURES if (H200.parent / f).exists()]
+# The two figures on the front page: where the speed went, and how it came back
+FRONT = [
+    ("faster_staircase.png", "Decoded tokens per second, one fix at a time, against transformers' compiled path "
+     "(chapter 9)"),
+    ("full_stack_time_per_token.png", "Where a decoded token's time goes, original against all-custom (chapter 6)"),
+]
+
+
+def _figures(figures) -> str:
+    present = [(f, c) for f, c in figures if (H200.parent / f).exists()]
     if not present:
         return "_The figures appear here once a full H200 run of the series is committed._"
     return "\n\n".join(f"**{c}**\n\n![{c}](figures/h200/{f})" for f, c in present)
 
 
-SECTIONS = {"chapters": chapters_table, "run": run_section, "results": results_table, "figures": figures_section}
+def front_section() -> str:
+    return _figures(FRONT) + "\n\nOn an NVIDIA H200 (the committed run; every result: [RESULTS.md](RESULTS.md))."
 
 
-def render(text: str) -> str:
-    for name, make in SECTIONS.items():
+def figures_section() -> str:
+    return _figures(FRONT[:1] + FIGURES)
+
+
+# file -> its generated sections, each between <!-- name:start --> and <!-- name:end -->
+SECTIONS = {README: {"front": front_section, "chapters": chapters_table},
+            RESULTS: {"run": run_section, "results": results_table, "figures": figures_section}}
+
+
+def render(text: str, sections: dict | None = None) -> str:
+    for name, make in (sections or SECTIONS[README]).items():
         pattern = re.compile(rf"(<!-- {name}:start -->).*?(<!-- {name}:end -->)", re.S)
         if not pattern.search(text):
-            raise SystemExit(f"README.md lacks the markers <!-- {name}:start --> ... <!-- {name}:end -->")
+            raise SystemExit(f"the file lacks the markers <!-- {name}:start --> ... <!-- {name}:end -->")
         text = pattern.sub(lambda m: f"{m.group(1)}\n{make()}\n{m.group(2)}", text)
     return text
 
@@ -190,14 +210,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args()
-    text = README.read_text()
-    new = render(text)
-    if args.check:
+    stale = []
+    for path, sections in SECTIONS.items():
+        text = path.read_text()
+        new = render(text, sections)
         if new != text:
-            print("README.md is stale: run python tools/make_readme.py")
-            return 1
-        return 0
-    README.write_text(new)
+            stale.append(path.name)
+            if not args.check:
+                path.write_text(new)
+    if args.check and stale:
+        print(f"{', '.join(stale)} stale: run python tools/make_readme.py")
+        return 1
     return 0
 
 
