@@ -218,8 +218,9 @@ def add_rmsnorm_(
 
     Saves allocating r: the residual stream is updated where it lives, as vLLM's
     ``fused_add_rms_norm`` does. residual must be viewable as rows [R, hidden] with a contiguous
-    last dim (any row stride), so that the kernel can write to it; x may be any layout. x is not
-    modified (unless it is residual itself, in which case residual becomes 2 * residual).
+    last dim (any row stride that keeps rows apart: not an expanded tensor), so that the kernel can
+    write to it; other layouts raise ValueError. x may be any layout. x is not modified (unless it
+    is residual itself, in which case residual becomes 2 * residual).
     """
     _check_add_rmsnorm(x, residual, weight, eps)
     if residual.stride(-1) != 1:
@@ -233,6 +234,14 @@ def add_rmsnorm_(
             f"residual must be viewable as rows [R, hidden] to be written in place, got shape "
             f"{tuple(residual.shape)} with strides {residual.stride()}"
         ) from None
+    if res_rows.shape[0] > 1 and res_rows.stride(0) < res_rows.shape[1]:
+        # an expanded (broadcast) residual: its rows share memory, and every program would write its
+        # row of r over the others (PyTorch refuses in-place writes to such a tensor too)
+        raise ValueError(
+            f"residual must not have rows that share memory (an expanded or broadcast tensor) to be written "
+            f"in place, got shape {tuple(residual.shape)} with strides {residual.stride()}: pass "
+            "residual.contiguous(), or use add_rmsnorm"
+        )
     y, _ = _add_rmsnorm(x, res_rows, weight.contiguous(), eps, res_rows)
     return y, residual
 

@@ -154,8 +154,9 @@ def gemv(
     w is read in place (no transpose, no copy): its last dim must be contiguous (stride 1), as an
     nn.Linear weight is; its row stride may be anything (e.g. a slice of rows of a larger weight).
     x's leading dims are flattened into M rows (a view when they can be; otherwise, or when its last
-    dim is strided, one small PyTorch copy of x). ``config``: tile sizes; default ``gemv_config(M, N, K)``
-    (with INTERPRETER_MIN_PROGRAMS in the interpreter).
+    dim is strided, one small PyTorch copy of x); a bias that is not contiguous is copied too.
+    ``config``: tile sizes; default ``gemv_config(M, N, K)`` (with INTERPRETER_MIN_PROGRAMS in the
+    interpreter).
     Bytes (element size e): w once (N*K*e), x once per program from cache (M*K*e from memory),
     bias N*e, y written once (M*N*e): about N*K*e at small M. FLOPs: 2*M*N*K.
     """
@@ -188,6 +189,11 @@ def gemv(
     elif config.block_m < M:
         raise ValueError(f"config.block_m must be at least M = {M} (x's rows), got {config.block_m}")
     rows = as_rows(x)  # (M, K), unit last stride
+    if bias is not None:
+        # The kernel reads bias[n] at b_ptr + n (unit stride). A strided or broadcast bias (a slice
+        # [::2], an expand with stride 0) is copied: N elements, next to the N * K of w, and a copy
+        # only then; a contiguous bias (every nn.Linear's) is passed as it is.
+        bias = bias.contiguous()
     y = torch.empty((M, N), dtype=x.dtype, device=x.device)
     grid = (triton.cdiv(N, config.block_n),)
     record(gemv_kernel)
@@ -202,9 +208,14 @@ def gemv(
 def small_m_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """nn.Linear on x [..., in]: ``gemv`` for at most GEMV_MAX_M rows (decode), else ``slower_kernels.linear``
     (the tiled matmul, default tile; a prefill). One launch of this package's kernels either way
-    (with a bias, ``slower_kernels.linear`` adds it with one PyTorch op). Each checks its own inputs."""
+    (with a bias, ``slower_kernels.linear`` adds it with one PyTorch op). Each checks its own inputs.
+    A weight whose last dim is not contiguous goes to ``slower_kernels.linear`` at any M (read in place)."""
     check_tensor(x, "x", min_ndim=1, dims="[..., in_features]")
-    if x.shape[:-1].numel() <= GEMV_MAX_M:
+    check_tensor(weight, "weight", ndim=2, dims="[out_features, in_features]")
+    # gemv reads weight in place only in the nn.Linear layout (last dim contiguous); any other layout
+    # (e.g. ``w.t()`` of a [in, out] tensor) goes to the tiled matmul, which reads it through its
+    # strides with no copy, so that decode and prefill accept the same weights.
+    if x.shape[:-1].numel() <= GEMV_MAX_M and weight.stride(1) == 1:
         return gemv(x, weight, bias)
     return linear(x, weight, bias)
 
