@@ -32,9 +32,9 @@ def logits(model, ids, **kw):
 # --- Sizes and environment ----------------------------------------------------------------------
 def test_full_sizes_are_the_chapters_sizes():
     full = helpers.SIZES_BY_MODE["full"]
-    assert (full.prompt_len, full.new_tokens, full.new_tokens_full_stack, full.new_tokens_context) == (32, 8, 384, 32)
-    assert full.context_prompts == (128, 256, 512, 1024)  # the blog's sweep, with its 32 new tokens
-    assert (full.rounds, full.rounds_sweep) == (24, 4)  # at least the 8 rounds that held the A/A within 6%
+    assert (full.prompt_len, full.new_tokens, full.new_tokens_full_stack, full.new_tokens_context) == (32, 8, 384, 8)
+    assert full.context_prompts == (128, 256, 512, 1024)  # the blog's sweep (it generated 32 tokens: chapter 7 says why 8)
+    assert (full.rounds, full.rounds_sweep) == (24, 16)  # at least the 8 rounds that held the A/A within 6%
     for sizes in helpers.SIZES_BY_MODE.values():  # effects near the noise get at least the usual rounds; even counts
         assert sizes.rounds_small >= sizes.rounds and sizes.rounds_small % 2 == 0 and sizes.rounds_sweep % 2 == 0
     assert full.rounds_small == 2 * full.rounds
