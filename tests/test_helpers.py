@@ -1272,7 +1272,16 @@ def tiny32():
     """The tiny model in fp32 (on a GPU too), where a swap that changes the maths changes the greedy tokens.
     Its weights are drawn wider than transformers' default (std 0.2, not 0.02), which makes the tiny model
     repeat one token whatever the context: with these, its tokens follow the context."""
-    return helpers.random_qwen3(dict(helpers.TINY_QWEN3, initializer_range=0.2), seed=1).float()
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    torch.manual_seed(1)  # drawn on the CPU, so that a GPU run tests the same weights
+    model = Qwen3ForCausalLM(Qwen3Config(**dict(helpers.TINY_QWEN3, initializer_range=0.2), attn_implementation="sdpa"))
+    return model.to(helpers.DEVICE, torch.float32).eval()
+
+
+# The smallest top-2 logit gap a greedy token is compared at: the interpreter computes exact fp32; on a GPU,
+# tl.dot rounds fp32 inputs to TF32 (a relative error near 1e-3), so only clearer choices are held to it.
+GREEDY_GAP = 5e-2 if helpers.HAS_GPU else 1e-3
 
 
 FAST_OPTIONS = {**{name: {k: v for k, v in swaps.items() if k != "decoder"} for name, swaps in helpers.STAIRCASE.items()},
@@ -1283,8 +1292,9 @@ FAST_OPTIONS = {**{name: {k: v for k, v in swaps.items() if k != "decoder"} for 
 @pytest.mark.parametrize("option", list(FAST_OPTIONS))
 def test_every_fast_option_generates_the_originals_greedy_tokens(tiny32, option, decoder):
     """Eagerly and through GraphDecoder (its static cache; replayed from a CUDA graph on a GPU), every step of
-    chapter 9's staircase decodes the original's greedy tokens in fp32. The reference never sits on a near-tie
-    (its top-2 logit gap is checked), so a decode step that lost its KV cache cannot pass by luck."""
+    chapter 9's staircase decodes the original's greedy tokens in fp32, up to the reference's first near-tie
+    (a top-2 logit gap within GREEDY_GAP; at least 4 tokens), so a decode step that lost its KV cache cannot
+    pass by luck."""
     from transformers import GenerationConfig
 
     prompt, n = helpers.make_prompt(7, vocab_size=tiny32.config.vocab_size), 8
@@ -1293,15 +1303,17 @@ def test_every_fast_option_generates_the_originals_greedy_tokens(tiny32, option,
     with torch.inference_mode():
         ref = tiny32.generate(prompt, attention_mask=torch.ones_like(prompt), generation_config=config)
     expected = ref.sequences[0, prompt.shape[1]:]
-    top2 = torch.stack(ref.scores).float().topk(2, dim=-1).values
-    assert (top2[..., 0] - top2[..., 1]).min() > 1e-3  # no near-tie: a wrong step shows in the tokens
+    top2 = torch.stack(ref.scores).float().topk(2, dim=-1).values[:, 0]
+    gaps = (top2[:, 0] - top2[:, 1]).tolist()
+    clear = next((i for i, gap in enumerate(gaps) if gap <= GREEDY_GAP), n)  # tokens up to the first near-tie
+    assert clear >= 4, f"the reference nears a tie at token {clear} (gaps {gaps}): no test of the decode steps"
     assert len(set(expected.tolist())) > n // 2  # tokens that follow the context, not one token repeated
     with helpers.patched(tiny32, **FAST_OPTIONS[option]):
         if decoder == "generate":
             got, _ = helpers._generate(tiny32, prompt, n)
         else:
             got, _ = helpers.GraphDecoder(tiny32, max_len=16).generate(prompt, n)
-    assert got.tolist() == expected.tolist()
+    assert got.cpu().tolist()[:clear] == expected.cpu().tolist()[:clear]
 
 
 @pytest.mark.parametrize("name", ["cache", "past_key_values"])
