@@ -125,10 +125,12 @@ def run_section() -> str:
     ends = [datetime.fromisoformat(row["time"]) for row in runs]
     start = ends[0] - timedelta(seconds=float(runs[0]["value"]))
     seconds = {row["id"].removeprefix("runtime.").removesuffix("_s"): float(row["value"]) for row in runs}
-    lines = [f"The committed run, on {runs[0]['gpu']}: {start:%Y-%m-%d}, {start:%H:%M} to {ends[-1]:%H:%M} UTC, "
-             "the chapters one after another in this order:", "",
-             "| chapter | wall time |", "|---|---|"]
-    lines += [f"| {name} | {s:.0f} s |" for name, s in seconds.items()]
+    span = (f"{start:%Y-%m-%d}, {start:%H:%M} to {ends[-1]:%H:%M} UTC" if start.date() == ends[-1].date() else
+            f"{start:%Y-%m-%d %H:%M} to {ends[-1]:%Y-%m-%d %H:%M} UTC (chapters re-run on different days: see when "
+            "each finished)")
+    lines = [f"The committed run, on {runs[0]['gpu']}: {span}, the chapters one after another in this order:", "",
+             "| chapter | wall time | finished (UTC) |", "|---|---|---|"]
+    lines += [f"| {name} | {s:.0f} s | {end:%Y-%m-%d %H:%M} |" for (name, s), end in zip(seconds.items(), ends)]
     main = [s for name, s in seconds.items() if name[:2] < "09"]
     later = [f"chapter {name[:2].lstrip('0')}: {s:.0f} s more" for name, s in seconds.items() if name[:2] >= "09"]
     lines += ["", f"Chapters 1-8: {sum(main):.0f} s" + "".join(f"; {x}" for x in later) + "."]
@@ -148,7 +150,7 @@ def run_section() -> str:
         bar = next(c for c in reproduced[0] if c.startswith("within "))  # "within 10%": helpers.REPRODUCE_BAR
         judged = [r for r in reproduced if r[bar]]
         ratio = lambda x: f"{float(x):.3f}" if abs(float(x)) < 10 else f"{float(x):.1f}"  # noqa: E731
-        lines += ["", f"Right after it, `python tools/reproduce.py --commit` re-measured the headline ratios in one "
+        lines += ["", f"After the chapters it ran with, `python tools/reproduce.py --commit` re-measured the headline ratios in one "
                       f"process ({reproduced[0]['seconds']} s; `figures/h200/reproduce.csv`): "
                       f"{sum(r[bar] == 'yes' for r in judged)} of {len(judged)} came back {bar} of the values the "
                       "chapters recorded.", "",
