@@ -211,9 +211,11 @@ class Sizes:
     rmsnorm_hidden: int
     rmsnorm_rows: int          # the "prefill-like" RMSNorm shape
     rmsnorm_decode_rows: int   # the decode shape
-    rmsnorm_sweep_rows: tuple
+    rmsnorm_sweep_rows: tuple  # chapter 3's sweep; on a GPU it goes past an H200's 63 MB L2 (16K rows and more)
     matmul_shape: tuple        # (M, K, N): x[M, K] @ W[N, K]^T
     matmul_decode_shape: tuple
+    kv_lengths: tuple          # chapter 1's KV-cache steps: one decode step after this many generated tokens
+    rounds_kv: int             # rounds of that sweep (even: every shuffled order also runs backwards)
     attention_blog_shape: dict = field(default_factory=dict)
     attention_qwen_shape: dict = field(default_factory=dict)
 
@@ -230,24 +232,25 @@ SIZES_BY_MODE = {
         profile_tokens=8,
         add_n=2**20, add_sweep=tuple(2**k for k in range(12, 27, 2)),
         rmsnorm_hidden=1024, rmsnorm_rows=512, rmsnorm_decode_rows=1,
-        rmsnorm_sweep_rows=(1, 4, 16, 64, 256, 1024, 4096),
+        rmsnorm_sweep_rows=(1, 4, 16, 64, 256, 1024, 4096, 16384, 32768, 65536),
         matmul_shape=(128, 1024, 3072), matmul_decode_shape=(1, 1024, 3072),
+        kv_lengths=(32, 128, 512), rounds_kv=4,
         attention_blog_shape=dict(B=1, Hq=16, Hkv=16, S=1, T=512, D=64),
         attention_qwen_shape=dict(B=1, Hq=16, Hkv=8, S=1, T=512, D=128)),
     "quick": Sizes(
         prompt_len=16, new_tokens=16, new_tokens_full_stack=32, new_tokens_context=8,
         context_prompts=(64, 128), rounds=3, rounds_small=4, rounds_sweep=4, rounds_kernel=3, profile_tokens=4,
         add_n=2**16, add_sweep=tuple(2**k for k in range(12, 21, 4)),
-        rmsnorm_hidden=1024, rmsnorm_rows=64, rmsnorm_decode_rows=1, rmsnorm_sweep_rows=(1, 16, 256),
-        matmul_shape=(64, 1024, 1024), matmul_decode_shape=(1, 1024, 1024),
+        rmsnorm_hidden=1024, rmsnorm_rows=64, rmsnorm_decode_rows=1, rmsnorm_sweep_rows=(1, 16, 256, 16384),
+        matmul_shape=(64, 1024, 1024), matmul_decode_shape=(1, 1024, 1024), kv_lengths=(32, 128), rounds_kv=4,
         attention_blog_shape=dict(B=1, Hq=16, Hkv=16, S=1, T=128, D=64),
         attention_qwen_shape=dict(B=1, Hq=16, Hkv=8, S=1, T=128, D=128)),
     "cpu": Sizes(
         prompt_len=16, new_tokens=8, new_tokens_full_stack=12, new_tokens_context=4,
         context_prompts=(16, 32), rounds=2, rounds_small=2, rounds_sweep=2, rounds_kernel=2, profile_tokens=4,
         add_n=2**12, add_sweep=(2**8, 2**10, 2**12, 2**14),
-        rmsnorm_hidden=64, rmsnorm_rows=16, rmsnorm_decode_rows=1, rmsnorm_sweep_rows=(1, 4, 16, 64),
-        matmul_shape=(16, 64, 128), matmul_decode_shape=(1, 64, 128),
+        rmsnorm_hidden=64, rmsnorm_rows=16, rmsnorm_decode_rows=1, rmsnorm_sweep_rows=(1, 4, 16, 64, 256),
+        matmul_shape=(16, 64, 128), matmul_decode_shape=(1, 64, 128), kv_lengths=(4, 16), rounds_kv=2,
         attention_blog_shape=dict(B=1, Hq=4, Hkv=4, S=1, T=32, D=16),
         attention_qwen_shape=dict(B=1, Hq=4, Hkv=2, S=1, T=32, D=16)),
 }
@@ -507,7 +510,7 @@ def _no_gc():
             gc.enable()
 
 
-def _generate(model, ids: torch.Tensor, new_tokens: int, use_cache: bool = True,
+def generate(model, ids: torch.Tensor, new_tokens: int, use_cache: bool = True,
               cache_implementation: str | None = None):
     """Greedy, exactly ``new_tokens`` new tokens; returns (new ids, seconds). ``cache_implementation="static"``
     is transformers' own fast path: it compiles the decode step (torch.compile with CUDA graphs; the first
@@ -555,8 +558,8 @@ def decoder_for(model, ids: torch.Tensor, new_tokens: int, decoder: str = "gener
         graph = GraphDecoder(model, ids.shape[1] + max(new_tokens, 4))  # capture writes 3 steps past the prompt
         return lambda n: graph.generate(ids, n)
     if decoder == "compiled":
-        return lambda n: _generate(model, ids, n, cache_implementation="static")
-    return lambda n: _generate(model, ids, n, use_cache)
+        return lambda n: generate(model, ids, n, cache_implementation="static")
+    return lambda n: generate(model, ids, n, use_cache)
 
 
 def split_config(config: dict) -> tuple[dict, str, bool]:
@@ -1645,7 +1648,7 @@ def capture_module_calls(model, ids: torch.Tensor, new_tokens: int, use_cache: b
     try:
         for n in (new_tokens, 1):
             capture.counts, capture.forwards, capture.counting = {}, 0, True
-            _generate(model, ids, n, use_cache)
+            generate(model, ids, n, use_cache)
             capture.counting = False
             counts.append(capture.counts)
     finally:
@@ -2085,6 +2088,19 @@ def verdict(ratio: Ratio | float, floor: Ratio | None = None) -> Verdict:
             reason = f"its quartiles ({r.quartiles}) lie on both sides of 1"
         return Verdict("within noise", False, r.median, noise, reason)
     return Verdict(versus(r.median, 1.0), True, r.median, noise)
+
+
+def verdict_line(label: str, ratio: "Ratio | float", floor: "Ratio | None" = None) -> str:
+    """One comparison on one line: "two-pass / fused: 1.66x slower, quartiles 1.65-1.67, A/A floor 1.00"
+    (quartiles where there are rounds, the floor where there is one)."""
+    r = ratio if isinstance(ratio, Ratio) else Ratio.of([ratio])
+    v = verdict(r, floor)
+    parts = [f"{label}: {v.text}" + ("" if v.real else f" (median {r.median_text})")]
+    if len(r.values) > 1:
+        parts.append(f"quartiles {r.quartiles}")
+    if floor is not None:
+        parts.append(f"A/A floor {floor.median:.3f}")
+    return ", ".join(parts)
 
 
 def _shuffled(names, r: int, seed: int) -> list:

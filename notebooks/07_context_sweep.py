@@ -13,35 +13,33 @@
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/slower-on-purpose/slower-on-purpose/blob/main/notebooks/07_context_sweep.ipynb)
 #
 # In this chapter you will learn:
-# - how the original and the fully custom model behave as the prompt gets longer;
-# - how to split a generation into the prefill (the prompt, in one pass) and the rest (one token at a
-#   time), and which of the two grows with the context;
-# - how to read a trend from every point of a sweep, with the spread of each point, instead of from its
-#   two ends.
-
-# %% [markdown]
-# ## The idea
+# - how a generation splits into the **prefill** (the whole prompt in one pass) and **decode** (one token
+#   per step), and how to time the two phases apart from the same rounds;
+# - why the blog's T4 could see the slowdown ease as the prompt grew and an H200 cannot, from a few lines of
+#   FLOP arithmetic;
+# - how many rounds a sweep needs before its noise threshold is smaller than the trend it looks for.
 #
-# A generation has two phases with very different shapes.
+# ## What you will see
 #
-# - **Prefill**: the whole prompt goes through the model in one forward pass. Its matmuls have as many
-#   rows as the prompt has tokens, and attention compares every prompt token with every earlier one, so
-#   its work grows with the prompt (attention's part quadratically). The number of kernels it launches
-#   hardly depends on the prompt's length.
-# - **Decode**: one token per step. Each step reads all the weights and the KV cache, which grows by one
-#   token per step; the kernel count per step is fixed.
+# The slowdown holds. On the committed H200 run, the all-custom model was 4.74x slower than the original at a
+# 128-token prompt and 4.93x slower at 1,024 tokens, with no consistent trend between the two ends.
+# Neither model's prefill grew with the prompt: on the committed H200 run the original's took 35.19 ms at 128
+# tokens and 31.74 ms at 1,024, the custom model's 156.6 ms and 136.1 ms. Each prefill cost about what one
+# decoded token did. The reason is arithmetic: a 1,024-token prefill is about 1 TFLOP, which an H200 does in
+# about a millisecond, hidden behind the tens of milliseconds the host spends launching the pass's kernels. On a
+# T4 the custom model's matmuls run on the ordinary FMA cores, and the same prefill needs at least about 126 ms
+# there, most of a decode step: that is where the blog's sweep had room to move. (The H200 could not reach the
+# model hub and ran Qwen3-0.6B's exact architecture with seeded random weights: timings depend on the shapes,
+# not on the weights' values.)
 #
-# We fix the number of new tokens and grow the prompt, with every custom kernel switched on. If the
-# custom model's time is dominated by launches, its time should barely move with the context, while the
-# parts of the original that do real work (the prefill above all) grow.
+# ## The blog's claim (T4)
 #
-# Every point of the sweep is a `helpers.compare_configs` run: the original, the original again and the
-# fully custom model, one greedy generation each per round, in shuffled order, for several rounds. Each
-# round's custom time is divided by the original's time of the same round, so host noise that hits a
-# round hits both; the original against itself (the A/A floor) says how large that noise is. Right after
-# each generation, in the same round, the same model generates one token more from the same prompt: one
-# forward pass over the prompt, the prefill alone. The prefill gets its own per-round ratios and its own
-# A/A floor the same way.
+# The blog ran this sweep on a T4: every custom kernel on, 32 new tokens per generation, prompts from 128 to
+# 1,024 tokens. The all-custom model stayed between 3.2x and 3.9x slower than the original, a little less slow
+# at the longer prompts, and it stayed near 6 tokens/s throughout. The post gives the range, not a table, and no
+# noise floor; from 3.9x to 3.2x is a fall of about 18%. It put the fall down to the prefill: the original's
+# attention costs more as the context grows, while the custom model is held back by its kernel launches
+# whatever the context.
 
 # %%
 # Setup: find the repository (or fetch it on a fresh Colab runtime), install what is missing.
@@ -65,708 +63,292 @@ import colab_setup
 colab_setup.prepare()
 
 # %%
-import re
-
 import matplotlib.pyplot as plt
-import numpy as np
 import pandas as pd
 
 import helpers
 
 helpers.show_env()
-SIZES = helpers.SIZES
-ORIGINAL, CUSTOM = helpers.ORIGINAL, "all custom"  # all custom: two-pass RMSNorm, every projection, slow attention
-
-model, tokenizer, description = helpers.load_model()
-print(description)
-N = SIZES.new_tokens_context
-print(f"prompt lengths: {SIZES.context_prompts}; new tokens per generation: {N}; "
-      f"rounds per prompt length: {SIZES.rounds_sweep}")
+ORIGINAL, AGAIN, CUSTOM = helpers.ORIGINAL, helpers.ORIGINAL_AGAIN, "all custom"
+PROMPTS = helpers.SIZES.context_prompts  # 128, 256, 512 and 1024 tokens at full size, as the blog swept
+# New tokens per generation and rounds per prompt length, by mode: many short rounds (see "How many rounds")
+N, ROUNDS = helpers.SIZES.new_tokens_context, helpers.SIZES.rounds_sweep
+model, tokenizer, _ = helpers.load_model()
+print("prompt lengths:", PROMPTS, "| new tokens:", N, "| rounds per length:", ROUNDS)
+print("all custom:", {k: sorted(v) if isinstance(v, set) else v for k, v in helpers.ALL_CUSTOM.items()})
 
 # %% [markdown]
+# ## The idea
+#
+# A generation has two phases of very different shapes.
+#
+# - **Prefill**: the whole prompt goes through the model in one forward pass. Its matmuls have as many rows as
+#   the prompt has tokens, and attention compares every prompt token with every earlier one, so its arithmetic
+#   grows with the prompt (attention's part with its square). The number of kernels it launches does not.
+# - **Decode**: one token per step. Each step multiplies one row through every weight and reads the KV cache,
+#   which grows by one token per step; the kernel count per step is fixed.
+#
+# The model under test is chapter 6's full stack, `helpers.ALL_CUSTOM` (printed above): the two-pass RMSNorm of
+# chapter 3, our tiled matmul in every projection (chapter 4) and the per-head attention loop (chapter 5).
+# Chapter 6 checks that it computes the same function as the original (its logits agree within fp16
+# tolerance), counts its launches (about twice the original's per token) and finds the GPU idle for most of
+# each step: at batch size 1 both models are paced by the host launching kernels, not by the GPU's arithmetic.
+#
+# So the question becomes: as the prompt grows from 128 to 1,024 tokens, does the prefill's extra arithmetic
+# ever outgrow the launches it hides behind? If it does, the original (fast kernels, few launches) feels it
+# first in relative terms, and the slowdown falls, as the blog saw on its T4.
+#
+# ## How much arithmetic is a prefill?
+#
+# Count it before measuring. Every prompt token goes through the seven projections of each of the 28 decoder
+# layers (q, k, v, o; gate, up, down): 0.44 billion weights, each one multiply and one add per token. Causal
+# attention adds, per layer, $q \cdot k^T$ and $p \cdot v$ over half of the tokens x tokens pairs. Divide by a
+# GPU's fp16 peak (`helpers.NOMINAL_TFLOPS`) and you get the least time the prefill's arithmetic can take.
+# A T4 has two peaks: 65 TFLOP/s on its tensor cores, which cuBLAS (the original's matmuls) uses, and about
+# 8 TFLOP/s on its ordinary FMA cores, which is where Triton's `tl.dot` lands on a T4 (sm_75; chapter 4 shows
+# the `fma` instructions in its PTX). On an H200 (sm_90) both models' matmuls use the tensor cores, 989 TFLOP/s.
+
+# %%
+def prefill_flops(tokens, cfg=helpers.QWEN3_0_6B):
+    """FLOPs of one forward pass over ``tokens`` prompt tokens.
+
+    2 x weights x tokens for the decoder layers' projections (a multiply and an add per weight per token), plus
+    causal attention: q.k^T and p.v, each 2 x head_dim FLOPs per (query, key) pair, over tokens^2 / 2 pairs, for
+    every query head: 2 x tokens^2 x (heads x head_dim) per layer. Left out: the embedding (a lookup) and the
+    lm_head (generate() asks for the last position's logits only)."""
+    h, i, layers = cfg["hidden_size"], cfg["intermediate_size"], cfg["num_hidden_layers"]
+    q, kv = cfg["num_attention_heads"] * cfg["head_dim"], cfg["num_key_value_heads"] * cfg["head_dim"]
+    weights = layers * (h * q + 2 * h * kv + q * h + 3 * h * i)  # q, k, v, o; gate, up, down: 0.44 B
+    return 2 * weights * tokens + 2 * layers * tokens ** 2 * q
+
+
+(t4_tensor, t4_fma), (h200_tensor, _) = helpers.NOMINAL_TFLOPS["t4"], helpers.NOMINAL_TFLOPS["h200"]
+paths = {"T4 tensor cores (cuBLAS: the original)": t4_tensor,
+         "T4 FMA cores (Triton on sm_75: the custom model)": t4_fma,
+         "H200 tensor cores (both models)": h200_tensor}
+helpers.show(pd.DataFrame([{"GPU and path": path, "fp16 peak TFLOP/s": peak,
+                            **{f"{L} tokens ({prefill_flops(L) / 1e9:.0f} GFLOP): ms at peak":
+                               prefill_flops(L) / (peak * 1e9) for L in (128, 1024)}}  # FLOP / (FLOP/ms)
+                           for path, peak in paths.items()]))
+
+# %% [markdown]
+# Set those times beside a decode step. On the blog's T4 the original made 22.58 tokens/s and the custom model
+# 6.29 in its final-stack run: about 44 ms and 160 ms per token. The custom model's prefill arithmetic grows
+# from at least about 14 ms at 128 tokens to at least about 126 ms at 1,024, most of one of its decode steps:
+# somewhere in the blog's sweep the T4's prefill stops being a pass of launches and becomes a pass of
+# arithmetic. The original's grows from about 2 to about 16 ms on the tensor cores, a third of its step. On the
+# H200 the whole 1,024-token prefill is about 1 ms of arithmetic, beside passes that cost about 30 ms
+# (original) and 150 ms (custom) of launches: at every length in the sweep the prefill stays a pass the size of
+# a decode step. The blog's mechanism has room to act on a T4 and none on an H200.
+#
+# This arithmetic says where the prefill can matter, not that it accounts for the blog's whole 18%. At these
+# peaks, going from 128 to 1,024 tokens adds about 2% to the custom model's 32-token generation on a T4 and
+# about 1% to the original's, which nearly cancel in the ratio. By arithmetic alone, the fall would have to come
+# from kernels running far below their peaks at these shapes (the original's above all), or from noise that a
+# four-point sweep with no A/A floor cannot rule out.
+#
+# The decode steps barely change with the context on either GPU: at 1,024 tokens the KV cache is 28 layers x 2
+# (K and V) x 8 heads x 128 x 2 bytes x 1,024 = 117 MB, about 25 µs of reading at the H200's 4.8 TB/s and
+# about 0.4 ms at the T4's 320 GB/s.
+#
 # ## Predict
 #
-# - **Original, prefill**: more tokens per pass means more work; on a GPU a short prompt still leaves
-#   most of the chip idle (and the host launching kernels sets the pace), so the growth should start
-#   slowly and then pick up.
-# - **Custom, prefill**: the same work, done by less efficient kernels, plus the attention loop launching
-#   its kernels head by head whatever the length. It should also grow, from a higher floor.
-# - **The rest of the generation** (one token per step): the KV cache gets longer, but at batch size 1
-#   reading it is a small part of a step, so both models should stay nearly flat, the custom one far
-#   above the original.
-# - **The ratio** of the two generation times: the custom model's fixed launch cost per token is large,
-#   while the original's prefill grows with the prompt; so if anything the ratio should shrink a little
-#   as the prompt grows.
+# On the H200:
 #
-# tokens/s here is new tokens over the whole generation time, prefill included; no time per token is
-# derived from it. The time per decoded token comes from the same rounds instead (`Comparison.decode_ms`):
-# each round's generation minus its one-token generation, over the new tokens after the first.
+# - **Prefill, both models**: flat. Its arithmetic grows ninefold from 128 to 1,024 tokens but stays near 1 ms.
+# - **Per decoded token, both models**: flat; the longer KV cache is microseconds of reading.
+# - **The slowdown**, whole generation, prefill and per decoded token: flat, within the noise threshold.
+#
+# On a T4 (Colab's free GPU), expect the custom model's prefill to grow by most of a decode step from the
+# shortest prompt to the longest, the original's by less.
+#
+# ## Measure
+#
+# Each prompt length is one `helpers.compare_configs` run: the original, the original again (the A/A floor)
+# and the all-custom model, one greedy generation each per round, in shuffled order. Right after each
+# generation the same model generates one token from the same prompt: one forward pass, the prefill alone. Its
+# wall time per decoded token is (N-token time - 1-token time) / (N - 1), round by round; every slowdown is a
+# ratio taken within a round and judged against its own A/A floor ([how we measure](01_setup.ipynb#How-we-measure)).
+#
+# ### How many rounds?
+#
+# A sweep can only see a trend larger than its noise threshold, which is twice the A/A floor's distance from 1
+# (at least 5%). An earlier H200 run of this sweep timed 4 rounds of 32 new tokens at each length; its A/A
+# floors landed as far out as 0.74 and 1.15, thresholds of 52% and 30%, far too loose for an 18% trend. Counted
+# from that run's times (about 1.0 s for the original's 32 tokens, 4.9 s for the custom model's), one round of
+# 32 tokens costs about 7 s on the H200 and 12 rounds at three lengths would have taken over four minutes. So
+# this sweep generates 8 new tokens instead: a round takes about 2 s, and 16 rounds at each of the four lengths
+# fit in about the same two minutes as the earlier run's 4. Shorter rounds leave the host less time to drift between
+# the original and its copy, and the median of 16 rounds moves less than the median of 4. On the H200 a prefill
+# costs about one decode step, so tokens/s hardly depends on the number of new tokens; on a T4, 8 new tokens
+# weigh the prefill four times more than the blog's 32, which makes its growth easier to see.
+#
+# The prompt lengths run one after another, so an absolute time (ms) also carries the host's drift from one
+# length to the next; a slowdown, taken within each round, cancels it. Read the trend from the slowdowns.
 
 # %%
-runs = {}
-for L in SIZES.context_prompts:
-    print(f"prompt of {L} tokens: {N} new tokens per generation, each followed by 1 (the prefill alone)")
-    runs[L] = helpers.compare_configs(model, {CUSTOM: helpers.ALL_CUSTOM}, prompt_len=L, new_tokens=N,
-                                      rounds=SIZES.rounds_sweep, tokenizer=tokenizer)
+runs = {L: helpers.compare_configs(model, {CUSTOM: helpers.ALL_CUSTOM}, prompt_len=L, new_tokens=N,
+                                   rounds=ROUNDS, tokenizer=tokenizer) for L in PROMPTS}
+
+# %%
+def ms(seconds):
+    """Median and quartiles of per-round times, in ms."""
+    return helpers.Ratio.of([s * 1e3 for s in seconds])
 
 
-def per_round(comparison, name, scale=1e3):
-    """Median and quartiles of one configuration's per-round times (ms per generation by default)."""
-    return helpers.Ratio.of([s * scale for s in comparison.seconds[name]])
+def prefill_ratio(c, name):
+    """Round by round, ``name``'s prefill (its one-token generation) over the original's (above 1: slower)."""
+    return helpers.Ratio.of([a / b for a, b in zip(c.first_seconds[name], c.first_seconds[ORIGINAL])])
 
 
-def prefill_per_round(comparison, name):
-    """Median and quartiles of one configuration's per-round prefill (its one-token generations), in ms."""
-    return helpers.Ratio.of([s * 1e3 for s in comparison.first_seconds[name]])
+times = pd.DataFrame([{"prompt": L, "tokens/s original": c.tokens_per_s[ORIGINAL],
+                       "tokens/s custom": c.tokens_per_s[CUSTOM],
+                       "prefill ms original": c.prefill_ms(ORIGINAL), "prefill ms custom": c.prefill_ms(CUSTOM),
+                       "ms per decoded token original": c.decode_ms(ORIGINAL).median,
+                       "ms per decoded token custom": c.decode_ms(CUSTOM).median} for L, c in runs.items()])
+helpers.show(times)
+
+slow = {  # phase -> ({prompt: custom / original, per round}, {prompt: the A/A floor it is judged against})
+    "whole generation": ({L: c.ratios[CUSTOM] for L, c in runs.items()}, {L: c.floor for L, c in runs.items()}),
+    "prefill": ({L: prefill_ratio(c, CUSTOM) for L, c in runs.items()},
+                {L: prefill_ratio(c, AGAIN) for L, c in runs.items()}),
+    "per decoded token": ({L: c.decode_ratio(CUSTOM) for L, c in runs.items()},
+                          {L: c.decode_ratio(AGAIN) for L, c in runs.items()}),
+}
+slowdowns = pd.DataFrame([{"prompt": L, "phase": phase, "slowdown": r[L].median, "quartiles": r[L].quartiles,
+                           "A/A floor": f[L].median, "verdict": helpers.verdict(r[L], f[L]).text}
+                          for L in PROMPTS for phase, (r, f) in slow.items()])
+helpers.show(slowdowns)
+helpers.save_sweep(times.merge(slowdowns, on="prompt"), "context_sweep")
+
+# %% [markdown]
+# The first table gives each model's times at each length; the second, each phase's slowdown with its quartiles
+# and the A/A floor it is judged against. Now read the trend from every point at once, not from the two ends:
+# `helpers.read_trend` calls a quantity "grew" or "shrank" only when no two lengths move against each other by
+# more than the noise threshold and the change from the first length to the last is outside the noise
+# (`helpers.verdict` on last over first, with the widest quartile bounds the two allow, against the noisier
+# end's A/A floor). Otherwise it reads "no consistent trend".
+
+# %%
+positive = lambda points: all(p.median > 0 for p in points.values())  # a CPU-mode decode can drown in noise
+series = {f"slowdown, {phase}": (r, f, "x") for phase, (r, f) in slow.items()}
+for name in (ORIGINAL, CUSTOM):
+    series[f"prefill ms, {name}"] = ({L: ms(c.first_seconds[name]) for L, c in runs.items()}, slow["prefill"][1], "ms")
+    series[f"ms per decoded token, {name}"] = ({L: c.decode_ms(name) for L, c in runs.items()},
+                                              slow["per decoded token"][1], "ms")
+trends = {q: helpers.read_trend(points, floors, unit) for q, (points, floors, unit) in series.items() if positive(points)}
+helpers.show(pd.DataFrame([{"quantity": q, "median at each prompt length": t.points, "last / first": t.change.median_text,
+                            "quartile bounds": t.change.quartiles, "threshold": f"{100 * t.verdict.noise:.0f}%",
+                            "verdict": t.verdict.text, "reading": t.word} for q, t in trends.items()]))
+t = trends["slowdown, whole generation"]
+print(f"slowdown, {PROMPTS[-1]} / {PROMPTS[0]} tokens: {t.change.median_text}x, quartile bounds {t.change.quartiles}, "
+      f"{t.verdict.text} (threshold {100 * t.verdict.noise:.0f}%):",
+      "as on the H200 run" if t.word == "no consistent trend" else "unlike the H200 run, see What it shows")
+
+# %%
+def tokens_per_s(c, name):
+    """tokens/s of ``name``: the comparison's median, with the quartiles of the per-round tokens/s."""
+    r = helpers.Ratio.of([c.new_tokens / s for s in c.seconds[name]])
+    return helpers.Ratio(c.tokens_per_s[name], r.low, r.high, r.values)
 
 
-def prefill_ratio(comparison, name):
-    """Round by round, ``name``'s prefill over the original's prefill of the same round (above 1: slower)."""
-    return helpers.Ratio.of([a / b for a, b in zip(comparison.first_seconds[name],
-                                                   comparison.first_seconds[ORIGINAL])])
-
-
-def tokens_per_s(comparison, name):
-    """tokens/s (new tokens / generation time) of one configuration: the comparison's median, with the
-    quartiles of the per-round values."""
-    r = helpers.Ratio.of([comparison.new_tokens / s for s in comparison.seconds[name]])
-    return helpers.Ratio(comparison.tokens_per_s[name], r.low, r.high, r.values)
-
-
-def floor_text(floor):
-    """A floor's median as ``Ratio.median_text`` writes it, but to 4 significant digits at least, as results.csv's
-    tables show a recorded floor (1.005, not 1.01): the same floor reads alike in every cell and chapter."""
-    text = floor.median_text
-    if len(re.sub(r"\D", "", text).lstrip("0")) >= 4:
-        return text
-    return f"{floor.median:#.4g}".rstrip(".")
-
-
-lengths = list(SIZES.context_prompts)
-floors = {L: runs[L].floor for L in lengths}  # A/A floor of the whole generations
-pre_floors = {L: prefill_ratio(runs[L], helpers.ORIGINAL_AGAIN) for L in lengths}  # A/A floor of the prefills
-pre_ratios = {L: prefill_ratio(runs[L], CUSTOM) for L in lengths}
-rows = []
-for L in lengths:
-    c = runs[L]
-    ratio, floor, pre, pre_floor = c.ratios[CUSTOM], c.floor, pre_ratios[L], pre_floors[L]
-    rows.append({"prompt": L,
-                 "tokens/s original": c.tokens_per_s[ORIGINAL], "tokens/s custom": c.tokens_per_s[CUSTOM],
-                 "time ratio (x slower)": ratio.median, "quartiles": ratio.quartiles,
-                 "verdict": c.verdict(CUSTOM).text,
-                 "A/A floor": floor.median, "A/A quartiles": floor.quartiles,
-                 "prefill wall ms original": c.prefill_ms(ORIGINAL), "prefill wall ms custom": c.prefill_ms(CUSTOM),
-                 "prefill ratio (x slower)": pre.median, "prefill quartiles": pre.quartiles,
-                 "prefill verdict": helpers.verdict(pre, pre_floor).text,
-                 "prefill A/A floor": pre_floor.median, "prefill A/A quartiles": pre_floor.quartiles})
-table = pd.DataFrame(rows)
-print(f"{N} new tokens per generation, median of {SIZES.rounds_sweep} shuffled rounds per prompt length; "
-      "prefill wall ms: wall time of the one-token generation that follows each generation in the same round")
-shown = table.copy()  # every median at its quartiles' digits (Ratio.median_text), a floor at 4 at least (floor_text)
-for column, ratios_ in (("time ratio (x slower)", {L: runs[L].ratios[CUSTOM] for L in lengths}),
-                        ("A/A floor", floors), ("prefill ratio (x slower)", pre_ratios),
-                        ("prefill A/A floor", pre_floors)):
-    shown[column] = [floor_text(ratios_[L]) if "floor" in column else ratios_[L].median_text for L in lengths]
-helpers.show(shown)
-helpers.save_sweep(table, "context_sweep")
-
-for L in lengths:
-    c = runs[L]
-    note = f"prompt {L}, {N} new tokens"
+for L, c in runs.items():
+    note, rounds = f"prompt {L}, {N} new tokens", f"median of {len(c.orders)} shuffled rounds"
     helpers.record(f"context.{L}.tps_original", c.tokens_per_s[ORIGINAL], "tokens/s",
-                   f"{note}; median of {len(c.orders)} shuffled rounds, prefill included",
-                   spread=tokens_per_s(c, ORIGINAL))
+                   f"{note}; {rounds}, prefill included", spread=tokens_per_s(c, ORIGINAL))
     helpers.record(f"context.{L}.tps_custom", c.tokens_per_s[CUSTOM], "tokens/s",
-                   f"{note}, every custom kernel on; median of {len(c.orders)} shuffled rounds, prefill included",
-                   spread=tokens_per_s(c, CUSTOM))
+                   f"{note}, every custom kernel on; {rounds}, prefill included", spread=tokens_per_s(c, CUSTOM))
     c.record(CUSTOM, f"context.{L}.ratio", note)
-    c.record(helpers.ORIGINAL_AGAIN, f"context.{L}.floor", note + "; the original against itself")
+    c.record(AGAIN, f"context.{L}.floor", note + "; the original against itself")
     for name, tag in ((ORIGINAL, "original"), (CUSTOM, "custom")):
         helpers.record(f"context.{L}.prefill_ms_{tag}", c.prefill_ms(name), "ms",
-                       f"wall time of a one-token generation, prompt {L}, right after each {N}-token one; median of "
-                       f"{len(c.orders)} shuffled rounds", spread=prefill_per_round(c, name))
-
-
-def read_floors(runs, lengths, pre_floors):
-    """What the sweep's A/A floors came out at with its few rounds, and what they do to its verdicts; then the
-    prefill's own floors (``pre_floors``), judged by the same rule, and which of them the trend readings use."""
-    rounds = len(runs[lengths[0]].orders)
-    floors = {L: runs[L].floor for L in lengths}
-    stood = {L: runs[L].verdict(helpers.ORIGINAL_AGAIN) for L in lengths}  # a floor against the 5% minimum alone
-    noise = {L: runs[L].verdict(CUSTOM).noise for L in lengths}  # each point's threshold, widened by its floor
-    real = [L for L in lengths if runs[L].verdict(CUSTOM).real]
-    widest = max(noise.values())
-    text = (f"Each prompt length ran {rounds} shuffled rounds"
-            + (f", fewer than the {SIZES.rounds} of a single comparison elsewhere in the series: the series' time "
-               f"budget does not allow more for {len(lengths)} lengths. " if rounds < SIZES.rounds else ". ")
-            + "The original against itself came out at "
-            + ", ".join(f"{L}: {floor_text(floors[L])} ({floors[L].quartiles})" for L in lengths)
-            + ". ")
-    out = [L for L in lengths if stood[L].real]
-    held = [L for L in lengths if not stood[L].real]
-    if held:  # the verdict's own reason: the 5% minimum, or quartiles on both sides of 1 (a 6% median can be noise)
-        text += ("By the series' rule (`helpers.verdict`: a floor is judged against the minimum effect, "
-                 f"{100 * helpers.noise_threshold():.0f}% from 1, and its own quartiles), the original was within "
-                 "noise of itself at "
-                 + "; ".join(f"{L} tokens ({held_reason(floors[L], stood[L])})" for L in held) + ". ")
-    if out:
-        text += (f"It came out {which_way([stood[L] for L in out])} than itself at "
-                 + ", ".join(f"{L} tokens ({stood[L].text})" for L in out)
-                 + f": with {rounds} rounds, the host's drift between two slots of one round is not averaged away. ")
-    text += ("Each verdict widens its noise threshold to twice its own floor's distance from 1 (never under "
-             f"{100 * helpers.MIN_EFFECT:.0f}%): " + ", ".join(f"{L}: {100 * noise[L]:.0f}%" for L in lengths)
-             + ". " + threshold_against_spread(floors, noise)
-             + f"The slowdown stood out of its threshold at {len(real)} of the {len(lengths)} lengths. A change of "
-             f"the slowdown from one length to another has to clear thresholds like these (up to {100 * widest:.0f}% "
-             "here) to count: the trend reading below holds a change from the first length to the last to the "
-             "noisier end's floor, and a move between any two lengths to the noisier of their own floors where "
-             "that is wider.")
-    pre_stood = {L: helpers.verdict(pre_floors[L]) for L in lengths}
-    text += ("\n\nThe prefill has its own A/A floors (the original's one-token generations against its own, round "
-             "by round): " + "; ".join(f"{L}: {floor_text(pre_floors[L])} ({pre_floors[L].quartiles}), "
-                                       f"{pre_stood[L].text}" for L in lengths) + ". ")
-    pre_out = [L for L in lengths if pre_stood[L].real]
-    if not pre_out:
-        text += "By the series' rule the original's prefill was within noise of itself at every length."
-    else:
-        text += (f"So at {', '.join(str(L) for L in pre_out)} tokens the original's prefill came out "
-                 f"{which_way([pre_stood[L] for L in pre_out])} than itself: the prefill points there carry that "
-                 "much noise. ")
-        inner = [L for L in pre_out if L not in (lengths[0], lengths[-1])]
-        if inner:
-            whose = "that floor's threshold" if len(inner) == 1 else "those floors' thresholds"
-            text += (f"The trend readings below hold a move to or from {', '.join(str(L) for L in inner)} tokens "
-                     f"to {whose} where wider than the ends' (each reading names such points), so a noisy point "
-                     "inside the sweep cannot make a trend, or break one, on its own.")
-    return text
-
-
-def which_way(verdicts):
-    """'slower', 'faster' or 'slower or faster': the direction(s) of real verdicts, for a sentence about them."""
-    ways = sorted({"slower" if v.ratio > 1 else "faster" for v in verdicts}, reverse=True)
-    return " or ".join(ways)
-
-
-def threshold_against_spread(floors, noise):
-    """A threshold is set by its floor's median alone: where the floor with the widest quartiles (in log terms) did
-    not get the widest threshold, say so, since its verdicts are held to less than its floor's spread."""
-    span = {L: float(np.log(f.high / f.low)) for L, f in floors.items()}
-    widest = max(span, key=span.get)
-    larger = [L for L in floors if noise[L] > noise[widest]]
-    if not larger:
-        return ""
-    rank = ("the smallest" if all(noise[L] >= noise[widest] for L in floors) else
-            f"smaller than at {len(larger)} of the other {len(floors) - 1} lengths")
-    return (f"A threshold follows its floor's median, not its spread: at {widest} tokens the floor's quartiles "
-            f"({floors[widest].quartiles}) are the widest of the sweep, yet its threshold ({100 * noise[widest]:.0f}%) "
-            f"is {rank}, because its median ({floor_text(floors[widest])}) sits closer to 1 than theirs; the verdicts "
-            "there are held to less than that floor's spread. ")
-
-
-def held_reason(floor, v):
-    """Why a floor was within noise, with the quartiles printed to enough digits and, where the quartile rule
-    held it back, how many of the rounds fell on each side of 1."""
-    if not v.reason.startswith("its quartiles"):
-        return v.reason
-    below = sum(x < 1 for x in floor.values)
-    return (f"its quartiles ({floor.quartiles}) lie on both sides of 1; {below} of its "
-            f"{len(floor.values)} rounds were below 1")
-
-
-helpers.md(read_floors(runs, lengths, pre_floors))
-
-# %% [markdown]
-# ## Reading a trend from every point
-#
-# Four ratios, each with its own spread, can wander without any trend: a reading that compares the two
-# ends alone would find one in noise. So the reading below (`read_trend`) uses every point. It says the
-# ratio *grew* or *shrank* only when two things hold:
-#
-# - the medians move one way from the shortest prompt to the longest: no two lengths move against it by more
-#   than the noise threshold (a smaller step back counts as level, and the reading names it). Two lengths
-#   are held to the threshold of the noisier of their own A/A floors where that is wider than the ends', so
-#   a noisy point inside the sweep cannot make a trend, or break one, on its own (the reading names it);
-# - the change from the first point to the last is outside the noise by the series' one rule,
-#   `helpers.verdict`, applied to the ratio of the two (last over first) with the widest quartiles the
-#   two allow (the last's lower quartile over the first's upper one, and the reverse), against the
-#   noisier of the two runs' A/A floors.
-#
-# Otherwise the reading is "no consistent trend", and it says why: the quartiles leave room for no
-# change at all (within the per-round spread), the change is smaller than what the series counts as
-# noise, or the points do not move one way. The same reading is applied to each model's generation and
-# prefill times, to the prefill ratio and to each model's wall ms per decoded token; the prefill readings
-# are judged against the prefill's own A/A floors (the original's one-token generations against its own,
-# round by round, shown in the table above), the decode readings against the decode's
-# (`Comparison.decode_ratio` of the original against itself).
-#
-# One caution before reading them: the prompt lengths ran one after another, each its own comparison. A
-# ratio is taken within each round and cancels a host that drifts over the minutes of the sweep; an
-# absolute time does not, so its reading says "with the prompt length (or with the host's drift)", and
-# the paragraph after the readings says which of the two the numbers point to, where any absolute time moved.
+                       f"wall time of a one-token generation, prompt {L}, right after each {N}-token one; {rounds}",
+                       spread=ms(c.first_seconds[name]))
 
 # %%
-read_trend, read_together = helpers.read_trend, helpers.read_together  # one reading, shared with chapter 8
-
-WALL = "wall ms"  # the clock of every time in this chapter: wall time of whole generations
-# An absolute time moves with the prompt length and with the host's drift between the lengths' comparisons,
-# which ran one after another: its reading names both. A ratio, taken within each round, cancels the drift.
-SWEEP = "the prompt length (or with the host's drift: the lengths ran one after another)"
-series = {  # quantity -> ({prompt length: median and quartiles of the rounds}, the A/A floors it is judged against)
-    "time ratio, all custom / original": ({L: runs[L].ratios[CUSTOM] for L in lengths}, floors),
-    "generation wall ms, original": ({L: per_round(runs[L], ORIGINAL) for L in lengths}, floors),
-    "generation wall ms, all custom": ({L: per_round(runs[L], CUSTOM) for L in lengths}, floors),
-    "prefill ratio, all custom / original": (pre_ratios, pre_floors),
-    "prefill wall ms, original": ({L: prefill_per_round(runs[L], ORIGINAL) for L in lengths}, pre_floors),
-    "prefill wall ms, all custom": ({L: prefill_per_round(runs[L], CUSTOM) for L in lengths}, pre_floors),
-}
-# The rest of the generation, per decoded token (Comparison.decode_ms: each round's generation minus its
-# one-token generation, over the new tokens after the first), with its own A/A floor (Comparison.decode_ratio).
-# On a tiny CPU-mode model the difference can drown in timing noise (a median at or below zero): no reading then.
-dec_floors = {L: runs[L].decode_ratio(helpers.ORIGINAL_AGAIN) for L in lengths}
-decodable = all(runs[L].decode_ms(name).median > 0 for L in lengths for name in (ORIGINAL, CUSTOM))
-if decodable:
-    series["wall ms per decoded token, original"] = ({L: runs[L].decode_ms(ORIGINAL) for L in lengths}, dec_floors)
-    series["wall ms per decoded token, all custom"] = ({L: runs[L].decode_ms(CUSTOM) for L in lengths}, dec_floors)
-trends = {q: read_trend(points, fl, WALL, SWEEP) if WALL in q else read_trend(points, fl)
-          for q, (points, fl) in series.items()}
-dec_verdicts = {L: helpers.verdict(runs[L].decode_ratio(CUSTOM), dec_floors[L]) for L in lengths} if decodable else {}
-helpers.show(pd.DataFrame([
-    {"quantity": q, "median at each prompt length": t.points, "last / first": t.change.median_text,
-     "quartile bounds": t.change.quartiles, "noise threshold (ends)": f"{100 * t.verdict.noise:.0f}%",
-     "verdict (last / first)": t.verdict.text, "reading": t.word} for q, t in trends.items()]))
-ratio_trend = trends["time ratio, all custom / original"]
-gen_o, gen_c = trends["generation wall ms, original"], trends["generation wall ms, all custom"]
-pre_o, pre_c = trends["prefill wall ms, original"], trends["prefill wall ms, all custom"]
-pre_trend = trends["prefill ratio, all custom / original"]
-floor_words = lambda fl: ", ".join(f"{L}: {floor_text(fl[L])} ({fl[L].quartiles})" for L in lengths)
-
-
-def two_statistics():
-    """The per-token verdicts read medians of per-round ratios; the table's medians divided give another statistic.
-    Quotes the length where the two differ most."""
-    quotient = {L: runs[L].decode_ms(CUSTOM).median / runs[L].decode_ms(ORIGINAL).median for L in lengths}
-    both = [L for L in lengths if runs[L].decode_ratio(CUSTOM).median > 0]  # a noisy CPU round can go below zero
-    if not both:
-        return ""
-    at = max(both, key=lambda L: abs(np.log(quotient[L] / runs[L].decode_ratio(CUSTOM).median)))
-    q = f"{quotient[at]:.0f}" if quotient[at] >= 1000 else f"{quotient[at]:#.3g}".rstrip(".")
-    return (f"Those verdicts read the median of each round's ratio, a different statistic from a quotient of the two "
-            f"medians in the trend table (at {at} tokens, {q} against a median ratio of "
-            f"{runs[at].decode_ratio(CUSTOM).median_text}): the host drifts between rounds, and only the per-round "
-            "ratio cancels the drift.")
-
-
-helpers.md(
-    f"**The ratio.** From a {lengths[0]}-token to a {lengths[-1]}-token prompt, the all-custom model's time over "
-    f"the original's **{ratio_trend.text}**. Every point: {ratio_trend.points}; the verdict at each length, "
-    f"against that run's A/A floor: {', '.join(f'{L}: {runs[L].verdict(CUSTOM).text}' for L in lengths)} "
-    f"(A/A floors, median and quartiles: {floor_words(floors)}).\n\n"
-    f"**Each model's generation time** ({N} new tokens, prefill included): the original's {gen_o.text}; "
-    f"the custom model's {gen_c.text}: {read_together(gen_o, gen_c)}.\n\n"
-    f"**The prefill alone** (the one-token generations): the original's {pre_o.text}; the custom model's "
-    f"{pre_c.text}: {read_together(pre_o, pre_c)}. The prefill ratio, custom over original, {pre_trend.text}. "
-    f"The prefill's own A/A floors (the original's one-token generations against its own, round by round): "
-    f"{floor_words(pre_floors)}."
-    + (f"\n\n**Per decoded token** (the rest of the generation): the original's "
-       f"{trends['wall ms per decoded token, original'].text}; the custom model's "
-       f"{trends['wall ms per decoded token, all custom'].text}. The custom model over the original, per decoded "
-       f"token, against each run's decode A/A floor: {', '.join(f'{L}: {v.text}' for L, v in dec_verdicts.items())} "
-       "(decode A/A floors, the original's wall ms per decoded token against its own, median and quartiles: "
-       f"{floor_words(dec_floors)}). "
-       + two_statistics() if decodable else
-       "\n\n**Per decoded token**: the decode steps were too short to isolate from timing noise in this run (a "
-       "median at or below zero), so there is no reading of them.")
-    + ("" if helpers.HAS_GPU else "\n\nCPU mode: interpreter times on a tiny model and short prompts, "
-       "good for following the method, not for conclusions about a GPU.")
-)
-
-
-def read_drift(series, trends, lengths):
-    """Context or drift? The absolute times of a sweep whose lengths ran one after another move with either.
-    Names the readings that moved, by how much in all and in their largest step between neighbouring lengths
-    (in wall ms: a step can be larger than the whole change when another step went the other way), and whether
-    the original's prefill, where a longer context costs the most work, moved with them."""
-    text = ("**Context or drift?** Each prompt length was its own comparison, run one after another ("
-            + ", ".join(str(L) for L in lengths) + " tokens, in that order). The A/A floors measure the noise "
-            "inside each comparison, between two slots of one round; nothing in the sweep measures how far the "
-            "host drifted from one comparison to the next, and such a drift moves every absolute time just as a "
-            "longer context would. Only the ratios, taken within each round, cancel it. ")
-    moved = [q for q, t in trends.items() if WALL in q and t.word != "no consistent trend"]
-    if not moved:
-        return text + "Here no absolute time moved consistently along the sweep, so there is nothing to tell apart."
-    parts = []
-    for q in moved:
-        med = [series[q][0][L].median for L in lengths]
-        i = max(range(len(med) - 1), key=lambda j: abs(med[j + 1] / med[j] - 1))
-        total, step = med[-1] - med[0], med[i + 1] - med[i]
-        part = (f"the {q} {trends[q].word} from {med[0]:.1f} to {med[-1]:.1f} {WALL} ({total:+.1f} {WALL} in all); "
-                f"its largest step was from {lengths[i]} to {lengths[i + 1]} tokens ({med[i]:.1f} to {med[i + 1]:.1f} "
-                f"{WALL}, {step:+.1f})")
-        if step * total < 0:
-            part += ", against the overall direction"
-        elif abs(step) > abs(total):
-            part += ", more than the whole change, because another step went the other way"
-        parts.append(part)
-    text += "Of the absolute times, " + "; ".join(parts) + ". "
-    pre = trends["prefill wall ms, original"]
-    if drift_hinted(trends):
-        text += ("The original's prefill, which does far more context work per pass than a decode step (every "
-                 f"prompt token against every earlier one), {pre.text}: a context effect would show there first, "
-                 "so this pattern hints at drift rather than context (a hint only: see the step-by-step check "
-                 "below). ")
-    text += "Read the absolute times as moving along the sweep, and the ratios as the finding about context."
-    return text
-
-
-def drift_hinted(trends):
-    """Whether ``read_drift`` points to drift: an absolute time of the original other than its prefill moved
-    along the sweep while the original's prefill did not grow."""
-    moved = [q for q, t in trends.items() if WALL in q and t.word != "no consistent trend"]
-    return (trends["prefill wall ms, original"].word != "grew"
-            and any(q != "prefill wall ms, original" and "original" in q for q in moved))
-
-
-helpers.md(read_drift(series, trends, lengths))
-
-# %% [markdown]
-# A caution on any drift reading just above (where one is made). It leans on the original's prefill not
-# growing, whether its reading is "no consistent trend" or "shrank", and neither says the prefill stood
-# still: "no consistent trend" can be a median that moved while the rounds spread too widely to call it,
-# and a prefill that shrank moved too, by drift if not by context (see *prefill wall ms, original* in the
-# trend table: its median at each length, and its quartile bounds). Set that row's medians beside those of
-# *wall ms per decoded token, original*, step by step, and mind the direction. A longer prompt is more
-# work, never less: where both medians fell at the same step to a longer prompt, the context cannot be the
-# cause, and the fall points to the host's drift (or to noise). Where both rose at the same step by about
-# as much, this sweep cannot tell drift from context, and a reading that points to drift is a hint, not a
-# finding. Where the prefill's median stayed flat while the decode times moved, the reading carries more
-# weight. The one test that separates the two is to run the lengths again in another order (longest
-# first): drift follows the clock, a context effect follows the length.
-
-# %%
-def moved_together():
-    """The original's prefill from the first length to the last, and the steps between neighbouring lengths where
-    it and the original's wall ms per decoded token both moved the same way by helpers.MIN_EFFECT or more, read by
-    direction: a joint fall at a longer prompt points to drift (a longer context only adds work); at a joint rise
-    drift and context cannot be told apart."""
-    pre = [series["prefill wall ms, original"][0][L].median for L in lengths]
-    text = (f"In this run the original's prefill came to {pre_o.change.median_text}x last over first ({lengths[0]} to "
-            f"{lengths[-1]} tokens), and {pre_o.text}. ")
-    if not decodable:
-        return text + "There is no per-token decode reading to set beside it."
-    dec = [series["wall ms per decoded token, original"][0][L].median for L in lengths]
-    same = [i for i in range(len(lengths) - 1)
-            if (pre[i + 1] / pre[i] - 1) * (dec[i + 1] / dec[i] - 1) > 0
-            and min(abs(pre[i + 1] / pre[i] - 1), abs(dec[i + 1] / dec[i] - 1)) >= helpers.MIN_EFFECT]
-    if not same:
-        return text + (f"No step moved both it and the per-token decode time the same way by "
-                       f"{100 * helpers.MIN_EFFECT:.0f}% or more.")
-    steps = lambda ids: "; ".join(f"{lengths[i]} to {lengths[i + 1]} tokens (prefill {pre[i]:.1f} to {pre[i + 1]:.1f}, "
-                                  f"per decoded token {dec[i]:.1f} to {dec[i + 1]:.1f} {WALL})" for i in ids)
-    at = lambda ids: "that step" if len(ids) == 1 else "those steps"
-    fell, rose = [i for i in same if pre[i + 1] < pre[i]], [i for i in same if pre[i + 1] > pre[i]]
-    if fell:
-        text += (f"Both fell by {100 * helpers.MIN_EFFECT:.0f}% or more from {steps(fell)}: a longer prompt is more "
-                 f"work, never less, so at {at(fell)} the joint fall points to the host's drift between the "
-                 "comparisons (or to noise), not to the context. ")
-    if rose:
-        text += (f"Both rose by {100 * helpers.MIN_EFFECT:.0f}% or more from {steps(rose)}: at {at(rose)} drift and "
-                 "context cannot be told apart"
-                 + (", and the drift reading above is a hint, not a finding." if drift_hinted(trends) else "."))
-    return text.rstrip()
-
-
-helpers.md(moved_together())
-
-# %%
-fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(16, 4.5))
-
-
 def errorbars(ax, points, label, **style):
     """Medians with their quartiles as error bars, one point per prompt length."""
-    med = [points[L].median for L in lengths]
-    # clipped at 0: a median of tokens/s taken over the times (the comparison's) may sit outside the quartiles
-    # of the per-round tokens/s when there are few rounds
-    err = [[max(0.0, m - points[L].low) for L, m in zip(lengths, med)],
-           [max(0.0, points[L].high - m) for L, m in zip(lengths, med)]]
-    ax.errorbar(lengths, med, yerr=err, capsize=4, label=label, **style)
+    med = [points[L].median for L in PROMPTS]
+    err = [[max(0.0, m - points[L].low) for L, m in zip(PROMPTS, med)],  # clipped: a median of tokens/s taken
+           [max(0.0, points[L].high - m) for L, m in zip(PROMPTS, med)]]  # over the times can sit outside
+    ax.errorbar(PROMPTS, med, yerr=err, capsize=4, label=label, **style)
 
 
-def bracket_log_ticks(ax, values):
-    """A log y axis whose labelled ticks bracket ``values``: ticks at 1, 1.5, 2, 3, 5 and 7 times the powers of
-    ten (1, 2 and 5 beyond 1.2 decades, powers of ten beyond 4), from the one at or below the smallest value to
-    the one at or above the largest, and the axis limits on those two: no point sits beyond the last label."""
-    lo, hi = min(v for v in values if v > 0), max(values)
-    decades = np.log10(hi / lo)
-    mantissas = (1, 1.5, 2, 3, 5, 7) if decades < 1.2 else (1, 2, 5) if decades <= 4 else (1,)
-    powers = range(int(np.floor(np.log10(lo))) - 1, int(np.ceil(np.log10(hi))) + 2)
-    nice = sorted(m * 10.0 ** k for k in powers for m in mantissas)
-    bottom, top = max(t for t in nice if t <= lo), min(t for t in nice if t >= hi)
-    ax.set_ylim(bottom, top)
-    helpers.plain_log_ticks(ax, "y", [t for t in nice if bottom <= t <= top])
-
-
-errorbars(ax1, {L: runs[L].ratios[CUSTOM] for L in lengths}, "all custom / original", marker="s",
-          color="tab:red")
-errorbars(ax1, floors, "original / original (A/A floor)", marker="o", color="gray")
-ax1.axhline(1, color="black", linewidth=0.8)
-ax1.set_ylabel("time ratio to the original (x slower)")
-ax1.set_title("Does the slowdown hold as the prompt grows?")
-ax1.set_ylim(bottom=0)
-for name, marker, color in ((ORIGINAL, "o", "tab:blue"), (CUSTOM, "s", "tab:red")):
-    errorbars(ax2, {L: tokens_per_s(runs[L], name) for L in lengths}, name, marker=marker, color=color)
-    errorbars(ax3, {L: prefill_per_round(runs[L], name) for L in lengths}, f"prefill, {name}", marker=marker,
+fig, (left, right) = plt.subplots(1, 2, figsize=(14, 4.8))
+for (phase, (ratios, _)), marker in zip(slow.items(), "so^"):
+    errorbars(left, ratios, f"all custom / original, {phase}", marker=marker)
+errorbars(left, slow["whole generation"][1], "original / original (A/A floor)", marker="o", color="gray")
+left.axhline(1, color="black", linewidth=0.8)
+left.set(ylim=(0, None), ylabel="time ratio to the original (x slower)", title="Does the slowdown hold as the prompt grows?")
+for name, color in ((ORIGINAL, "tab:blue"), (CUSTOM, "tab:red")):
+    errorbars(right, {L: ms(c.first_seconds[name]) for L, c in runs.items()}, f"prefill, {name}", marker="s",
               color=color)
-ax2.set_ylabel("tokens/s (new tokens / generation time, prefill included)")
-ax2.set_title(f"tokens/s, {N} new tokens")
-ax2.set_ylim(bottom=0)
-ax3.set_yscale("log")
-bracket_log_ticks(ax3, [v for name in (ORIGINAL, CUSTOM) for L in lengths
-                        for v in (prefill_per_round(runs[L], name).low, prefill_per_round(runs[L], name).high)])
-ax3.set_ylabel("prefill, wall ms per generation of one token")
-ax3.set_title("The prefill alone, as the prompt grows")
-for ax in (ax1, ax2, ax3):
+    errorbars(right, {L: c.decode_ms(name) for L, c in runs.items()}, f"one decoded token, {name}", marker="o",
+              color=color, linestyle="--")
+right.set_yscale("log")
+helpers.plain_log_ticks(right, "y")
+right.set(ylabel="wall ms", title="Prefill against one decoded token")
+for ax in (left, right):
     ax.set_xscale("log", base=2)
-    helpers.plain_log_ticks(ax, "x", lengths)
+    helpers.plain_log_ticks(ax, "x", PROMPTS)
     ax.set_xlabel("prompt length (tokens)")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
-fig.suptitle(f"median of {SIZES.rounds_sweep} shuffled rounds per point; error bars: the middle half of the rounds",
+fig.suptitle(f"{N} new tokens, median of {ROUNDS} shuffled rounds per point; error bars: the middle half of the rounds",
              fontsize=9)
 helpers.save_figure(fig, "context_sweep")
 plt.show()
 
 # %% [markdown]
-# ## How much of a generation is prefill?
+# ## What it shows
 #
-# The ratio of generation times mixes the two phases. Splitting each model's generation time (median of
-# its rounds) into the prefill (median of the one-token generations of the same rounds) and the rest shows
-# which phase carries the custom model's extra time, and whether that changes with the prompt. A
-# difference of two medians is not the median of the differences, so the split is approximate; the rest is
-# a time per generation (all the new tokens after the first), not a time per token.
-
-# %%
-split = pd.DataFrame({"prompt": lengths})
-for name, tag in ((ORIGINAL, "original"), (CUSTOM, "custom")):
-    split[f"generation wall ms {tag}"] = [per_round(runs[L], name).median for L in lengths]
-    split[f"prefill wall ms {tag}"] = [runs[L].prefill_ms(name) for L in lengths]
-    split[f"rest wall ms {tag}"] = split[f"generation wall ms {tag}"] - split[f"prefill wall ms {tag}"]
-split["extra wall ms (custom - original)"] = split["generation wall ms custom"] - split["generation wall ms original"]
-split["extra in prefill %"] = 100 * (split["prefill wall ms custom"] - split["prefill wall ms original"]) / split[
-    "extra wall ms (custom - original)"]
-split["prefill share of a generation %, original"] = (100 * split["prefill wall ms original"]
-                                                      / split["generation wall ms original"])
-split["prefill share of a generation %, custom"] = (100 * split["prefill wall ms custom"]
-                                                    / split["generation wall ms custom"])
-print(f"wall ms per generation of {N} new tokens (medians of the rounds); rest = generation - prefill")
-helpers.show(split.astype({c: object for c in split.columns[1:]}).apply(
-    lambda col: col if col.name == "prompt" else col.map(lambda v: f"{v:.1f}")))  # one decimal in every column
-first, last = split.iloc[0], split.iloc[-1]
-helpers.md(
-    f"At {lengths[0]} prompt tokens the prefill was {first['prefill share of a generation %, original']:.1f}% of "
-    f"the original's generation time and {first['prefill share of a generation %, custom']:.1f}% of the custom "
-    f"model's; at {lengths[-1]}, {last['prefill share of a generation %, original']:.1f}% and "
-    f"{last['prefill share of a generation %, custom']:.1f}%. Of the custom model's extra time per generation "
-    f"({first['extra wall ms (custom - original)']:.1f} wall ms at {lengths[0]} tokens, "
-    f"{last['extra wall ms (custom - original)']:.1f} wall ms at {lengths[-1]}), the prefill carried "
-    f"{first['extra in prefill %']:.1f}% and {last['extra in prefill %']:.1f}%; the rest was spent in the "
-    f"{N - 1} one-token steps after it. (Their kernel count does not depend on the context by construction: "
-    "every kernel covers the whole KV cache in one launch, and the attention loop runs once per query head. "
-    f"Chapter 6 counted the launches at a {SIZES.prompt_len}-token prompt; this chapter profiles none.)"
-)
-
-# %% [markdown]
+# **The slowdown held.** On the committed H200 run the all-custom model's whole generations were 4.74x slower
+# at 128 tokens, 4.70x at 256, 4.59x at 512 and 4.93x at 1,024, and their A/A floors were 1.016, 0.9933, 0.7396
+# and 1.152. Read from every point, that is no consistent trend; and nothing in it falls the way the blog's T4
+# sweep did. The figure's left panel shows it: the three slowdowns (whole generation, prefill, per decoded
+# token) stay level well above the A/A floor.
+#
+# **Neither phase grew with the prompt.** On the committed H200 run the original took 31.7 ms per decoded token
+# at 128 tokens and 29.2 ms at 1,024, the custom model 151.5 ms and 148.9 ms, and each model's prefill (quoted
+# at the top) cost about as much as one of its decoded tokens at every length. That is the right panel: the
+# prefill and decode lines of each model lie close together and run flat. A pass over 1,024 tokens costs the
+# H200 about as much wall time as a pass over one, because both are set by the kernels the host launches, the
+# same number at every length, and the prefill's extra millisecond of arithmetic hides behind them. That is
+# the arithmetic table coming true: no prefill that grows, so no fall in the slowdown.
+#
+# **The noise decides what a sweep can say.** A flat reading means something only when the noise threshold is
+# smaller than the trend you are looking for. Check the threshold column of the trend table: with 16 short
+# rounds per length it should sit near the 5% minimum, well under the blog's 18%, and then a flat reading rules
+# out a trend as large as the blog's. Where one length's A/A floor strays far from 1 (the host drifted during
+# that comparison), its threshold widens with it: run that length again before reading the trend.
+#
+# On a T4, read the prefill columns first: the custom model's prefill should grow from the shortest prompt to
+# the longest by most of a decode step, the original's by less, and that growth, not the decode steps, is what
+# moves the slowdown there.
+#
 # ## Beside the blog's T4 numbers
-#
-# The blog swept prompts of 128 to 1024 tokens with 32 new tokens and gave its ratios as a range rather
-# than a table, so the comparison below puts your range next to its range.
 
 # %%
 side = helpers.compare("context.")
-side = side[~side["id"].str.contains("{", regex=False)]  # the catalogue's pattern rows are not results
-
-
-def natural(text):
-    """Sort key that orders numbers by value: context.128 before context.1024."""
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text)]
-
-
-helpers.show(side.iloc[sorted(range(len(side)), key=lambda i: natural(side["id"].iloc[i]))].reset_index(drop=True))
-blog_range = helpers.blog("context.ratio_range")
-print("the blog's note on its sweep:", helpers.blog_numbers().set_index("id").loc["context.ratio_range", "note"])
-ratios = table["time ratio (x slower)"]
-helpers.md(
-    f"The blog's T4 ratios spanned {blog_range}x across its sweep (its note above says how they moved). Your "
-    f"ratios spanned {ratios.min():.2f}x to {ratios.max():.2f}x (the sweep's first table), and read from every "
-    f"point they {ratio_trend.text}."
-    + ("" if helpers.HAS_GPU else " CPU mode: interpreter times, on a tiny model and short prompts.")
-)
+side = side[side["id"].str.contains("ratio|tps")].drop(columns="label")
+helpers.show(side.assign(L=side["id"].str.extract(r"(\d+)", expand=False).astype(float)).sort_values(["L", "id"])
+             .drop(columns="L").reset_index(drop=True))
 
 # %% [markdown]
-# ## Takeaway
-#
-# The readings below come from `read_trend` on this run's numbers (the table under "Reading a trend from
-# every point"), set beside the predictions made before the measurement.
-
-# %%
-FLAT = "flat"  # no consistent trend, every two points within the noise threshold (or a noisier point's own) of each other
-MOVED_BOTH_WAYS = "moved both ways"  # no consistent trend: a rise and a fall beyond the noise threshold
-UNCLEAR = "moved, no clear trend"  # no consistent trend, but not flat either
-
-
-def trend_word(t):
-    """A trend as the judge table words it: read_trend's "grew" or "shrank", and its "no consistent trend" split
-    into a flat line, one that moved both ways beyond the noise, and one that moved less clearly (no flat
-    prediction survives the last two)."""
-    if t.word != "no consistent trend":
-        return t.word
-    return FLAT if t.flat else MOVED_BOTH_WAYS if t.both_ways else UNCLEAR
-
-
-def judge_predictions():
-    """The Predict section's expectations against this run's readings: one row each."""
-    expected = {  # what the Predict section expected, as read_trend would word it ("flat": Trend.flat)
-        "prefill wall ms, original": "grew", "prefill wall ms, all custom": "grew",
-        "wall ms per decoded token, original": FLAT,
-        "wall ms per decoded token, all custom": FLAT,
-        "time ratio, all custom / original": "shrank",
-    }
-    rows = []
-    for q, w in expected.items():
-        if q in trends:
-            measured = trend_word(trends[q])
-            rows.append({"quantity": q, "predicted": w, "measured": measured,
-                         "prediction held": "yes" if measured == w else "no"})
-        else:
-            rows.append({"quantity": q, "predicted": w, "measured": "-", "prediction held": "not judged (no reading)"})
-    if dec_verdicts:
-        slower = [L for L, v in dec_verdicts.items() if v.real and v.ratio > 1]
-        rows.append({"quantity": "wall ms per decoded token, all custom / original",
-                     "predicted": "slower at every length",
-                     "measured": f"slower at {len(slower)} of {len(dec_verdicts)}",
-                     "prediction held": "yes" if len(slower) == len(dec_verdicts) else "no"})
-    return pd.DataFrame(rows)
-
-
-judged = judge_predictions()
-helpers.show(judged)
-held = judged["prediction held"] == "yes"
-helpers.md(f"{int(held.sum())} of the {int(judged['prediction held'].isin(['yes', 'no']).sum())} predictions that "
-           f"this run can judge held (\"{FLAT}\": every two lengths within the noise threshold of each other, or "
-           "within a noisier point's own wider threshold, named in its reading; "
-           f"\"{MOVED_BOTH_WAYS}\": a rise and a fall beyond it; "
-           f"\"{UNCLEAR}\": neither flat nor one way).")
-
-
-def explain_misses(judged):
-    """A sentence for each missed prediction outside the prefill (the prefill's is read in the takeaway below):
-    the per-token time of either model, from the drift reading; the ratio, from how small a part of a
-    generation the prefill is (the split table)."""
-    missed = set(judged.loc[judged["prediction held"] == "no", "quantity"])
-    words = {FLAT: "stayed flat", MOVED_BOTH_WAYS: "moved both ways", UNCLEAR: "moved with no clear trend"}
-    verb = lambda t: words.get(trend_word(t), trend_word(t))  # the judge table's word, as a verb
-    out = []
-    for q in ("wall ms per decoded token, original", "wall ms per decoded token, all custom"):
-        if q not in missed:
-            continue
-        t = trends[q]
-        if trend_word(t) == MOVED_BOTH_WAYS:
-            out.append(f"*{q}* moved both ways, a rise and a fall by more than its noise threshold "
-                       f"({100 * t.verdict.noise:.0f}%), where it was predicted to stay flat ({t.points}). More "
-                       "context should not make a decode step cheaper, so a fall and a rise along the sweep point to "
-                       "the host's drift between the lengths, which these absolute times carry (see *Context or "
-                       "drift?* above) and the per-round ratios cancel.")
-        else:
-            out.append(f"*{q}* {verb(t)}, against the prediction: a decode step's context work is small at "
-                       "batch size 1, and these absolute times also carry the host's drift between the lengths "
-                       "(see *Context or drift?* above), which this sweep cannot separate from the context.")
-    if "time ratio, all custom / original" in missed:
-        share = split["prefill share of a generation %, original"].max()
-        noise = ratio_trend.verdict.noise
-        out.append(f"*The ratio* {verb(ratio_trend)} where it was predicted to shrink. The prediction rested on the "
-                   f"original's prefill growing, but the prefill was at most {share:.1f}% of the original's "
-                   "generation time: even had it doubled from the shortest prompt to the longest, the ratio would "
-                   f"have shrunk by about {share:.1f}% at most, "
-                   + (f"inside the noise threshold of the ratio's reading ({100 * noise:.0f}%): at these lengths the "
-                      "prediction could not have been seen." if share / 100 < noise else
-                      f"beyond the ratio's noise threshold ({100 * noise:.0f}%), had the prefill grown that much; "
-                      f"it {verb(pre_o)}."))
-    return " ".join(out)
-
-
-if explain_misses(judged):
-    helpers.md(explain_misses(judged))
-def prefill_against_decode(launch_bound_only=False):
-    """The original's prefill at the longest prompt set beside one of its decoded tokens at that length, both wall
-    ms from the same rounds: when one pass over the whole prompt costs about what a pass over one token does, the
-    prefill is paced by its launches (the same kernels at every length), not by its work. '' without a decode
-    reading, and with ``launch_bound_only`` where the prefill took more than two decoded tokens. The two medians
-    are judged against the noisier of the prefill's and the decode's A/A floors at that length, as a trend reading
-    is against the noisier end's."""
-    if not decodable:
-        return ""
-    pre, dec = runs[long_prompt].prefill_ms(ORIGINAL), runs[long_prompt].decode_ms(ORIGINAL).median
-    floor = helpers.noisier_floor((pre_floors[long_prompt], dec_floors[long_prompt]))
-    name = "prefill" if floor is pre_floors[long_prompt] else "per decoded token"
-    v = helpers.verdict(pre / dec, floor)
-    text = (f" At {long_prompt} prompt tokens the original's prefill took {pre:.1f} {WALL}, against {dec:.1f} {WALL} "
-            "for one of its decoded tokens; judged against the noisier of the two A/A floors at that length "
-            f"({name}, {floor_text(floor)}: a threshold of {100 * v.noise:.0f}%), the prefill came out ")
-    if pre / dec < 2:
-        return text + (("within noise, about what a pass over one token costs" if not v.real else
-                        f"{v.text} than one decoded token" + (", but not twice as long" if v.ratio > 1 else ""))
-                       + ", so the prefill's wall time is set mostly by the kernels it launches, the same number at "
-                       "every length, and its growing work hides behind them.")
-    if launch_bound_only:
-        return ""
-    if not v.real:  # a floor this far from 1 holds even a doubling back
-        return text + ("within noise of one decoded token, though twice as long or more: at the longest prompt its "
-                       "work may show in its wall time, but this run's noise cannot say.")
-    return text + (f"{v.text} than one decoded token, twice as long or more: at the longest prompt its work, not "
-                   "its launches alone, shows in its wall time.")
-
-
-long_prompt = lengths[-1]
-if pre_o.word == "grew":
-    prefill_words = (f"The original's prefill {pre_o.text}: a longer context costs the prefill the most work, so this "
-                     "is where it would show, though drift between the lengths can move it too (see *Context or "
-                     "drift?* above).")
-elif pre_o.word == "shrank":
-    prefill_words = (f"Against the prediction that it would grow, the original's prefill {pre_o.text}. In this run a "
-                     "longer prompt did not cost more wall time." + prefill_against_decode()
-                     + " A longer prompt is more work, never less, so the fall itself points to the host's drift "
-                     "between the lengths (see *Context or drift?* above).")
-else:
-    prefill_words = (f"Against the prediction that it would grow, the original's prefill {pre_o.text}; the prefill's "
-                     f"A/A floors: {floor_words(pre_floors)}. "
-                     "Its work grows with the prompt, but its kernel count does not; for its wall time to follow, "
-                     "the extra work has to outweigh the time spent launching, and over these lengths the series' "
-                     "rule found no growth it could tell from noise." + prefill_against_decode(launch_bound_only=True))
-helpers.md(
-    f"- **Prefill.** {prefill_words} "
-    + ("The custom model's prefill" if pre_c.word == "grew" else
-       "Against the prediction that it would grow, the custom model's prefill")
-    + f" {pre_c.text}; {read_together(pre_o, pre_c)}.\n"
-    f"- **The slowdown.** The all-custom model's time over the original's {ratio_trend.text}; each model's "
-    f"generation time: {read_together(gen_o, gen_c)}. The custom kernels add a fixed number of launches to every "
-    f"step, whatever the context (by construction; chapter 6 counted them at a {SIZES.prompt_len}-token prompt); "
-    "the split above shows how much of each generation the prefill carried.\n"
-    "- **Reading a sweep.** A trend needs every point, each point's spread and the A/A floor of its run: two "
-    "ends can differ by noise alone. Read the ratio together with the prefill and the rest of the generation: "
-    "they say which phase moved it."
-    + ("" if helpers.HAS_GPU else "\n\nCPU mode: interpreter times on a tiny model and short prompts.")
-)
-
-# %% [markdown]
-# Chapter 8 gathers every number of the series into one table and reads the lessons off it.
+# The blog's T4 slowdown ranged from 3.2x to 3.9x; the committed H200 run's from 4.59x to 4.93x. In the blog's
+# final-stack run on the T4 the original made 22.58 tokens/s, and its custom model stayed near 6 in the sweep.
+# On the committed H200 run the original made 31.47 tokens/s at 128 prompt tokens and the custom model 6.594:
+# the H200's slowdown is the larger because its original is faster while its custom model is about as slow.
+# Both models are launch-bound on either machine, so these tokens/s measure the host that launches the kernels
+# as much as the GPU that runs them.
 #
 # ## Try it yourself
 #
-# Each exercise changes **one** thing in a single attention call, the part of the model whose work grows
-# with the context, and times it with `helpers.compare_calls`: both calls in shuffled rounds, the
-# reference against itself as the A/A floor. On a GPU the clock is **GPU time** (CUDA-graph replay): the
-# host's launches are left out, so unlike the sweep above, these answers are about the GPU's work alone.
-# In CPU mode the clock is the interpreter's wall time. The shapes are this model's heads at the sweep's
-# shortest and longest prompts. Set `answer` to your guess and run the cell.
+# Each exercise changes **one** thing in a single attention call, the part of the model whose work grows with
+# the context, and times it with `helpers.compare_calls` on the **GPU clock** (CUDA-graph replay; in CPU mode,
+# the interpreter's wall time): the host's launches are left out, so unlike the sweep above, the answer is
+# about the GPU's work alone. The shapes are this model's heads at the sweep's shortest and longest prompts.
+# Set `answer` to your guess and run the cell.
 
 # %%
 import torch
@@ -775,26 +357,20 @@ import torch.nn.functional as F
 import slower_kernels
 
 hq, hkv, d = model.config.num_attention_heads, model.config.num_key_value_heads, model.config.head_dim
-short, long = lengths[0], lengths[-1]
+short, long = PROMPTS[0], PROMPTS[-1]
 
 
 def qkv(queries, keys, heads=hq, kv_heads=hkv):
     """Random q [1, heads, queries, D] and k, v [1, kv_heads, keys, D] on the model's device and dtype."""
-    shape = lambda h, n: (1, h, n, d)
-    return tuple(torch.randn(*shape(h, n), device=helpers.DEVICE, dtype=helpers.DTYPE)
+    return tuple(torch.randn(1, h, n, d, device=helpers.DEVICE, dtype=helpers.DTYPE)
                  for h, n in ((heads, queries), (kv_heads, keys), (kv_heads, keys)))
 
 
 # %% [markdown]
 # **1. A decode step at a longer context.** Our per-head loop for one new token, against the keys of the
-# shortest prompt, then of the longest (8 times as many at full size). Per query head, the loop's matmuls
-# now read that many more keys and values (at 1,024 keys, 256 KB each of K and V for one key/value head in
-# float16), and the product of the probabilities with V walks the keys tile after tile inside a few
-# programs, so its GPU time grows with them. But every kernel also has a fixed cost of starting and
-# finishing, whatever it reads (chapter 5's GPU time for this loop over its launch count comes to a few µs
-# per kernel), and that part does not grow. Expect **slower**, clearly, but by far less than 8 times. (In
-# the sweep above the host's launches set the pace of a decode step, so growth on the GPU's clock can stay
-# hidden behind them there; this exercise takes the host away.)
+# shortest prompt, then of the longest (8 times as many at full size). Each head's matmuls read that many more
+# keys and values, but every kernel also has a fixed cost of starting and finishing (a few µs, chapter 5) that
+# does not grow. Faster, slower or the same, and by how much?
 
 # %%
 answer = None  # your guess: "faster", "slower" or "same"
@@ -802,21 +378,14 @@ at_short, at_long = qkv(1, short), qkv(1, long)
 cmp = helpers.compare_calls({"longer context": lambda: slower_kernels.attention_slow(*at_long, scale=d ** -0.5, causal=True)},
                             reference=lambda: slower_kernels.attention_slow(*at_short, scale=d ** -0.5, causal=True))
 measured = helpers.check_answer(answer, cmp.ratios["longer context"], cmp.floor,
-                     change=f"per-head loop, one query, {long} keys instead of {short}", clock=cmp.clock)
+                                change=f"per-head loop, one query, {long} keys instead of {short}", clock=cmp.clock)
 
 # %% [markdown]
-# **2. The original's prefill attention at a longer prompt.** PyTorch's fused
-# `scaled_dot_product_attention` (SDPA, the original's attention, as in
-# [chapter 5](05_attention.ipynb)) over the whole prompt, causal, at the shortest prompt and at the
-# longest: every token against every earlier one, so the work grows with the square of the length (64
-# times at full size, 8 times as many tokens). In the sweep the original's prefill is a whole forward
-# pass, each of its kernels launched by the host (chapter 6 counts the kernels of a decode step, the same
-# forward pass over one token); this call is one kernel, so only the GPU's work is left. Expect **slower**,
-# but by far less than the work: at the shortest prompt the kernel is mostly its fixed cost of starting and
-# finishing, with only a few tiles of queries to
-# spread over the GPU's many multiprocessors (132 on an H200, 40 on a T4), most of them idle; the tiles of
-# a longer prompt first fill those idle multiprocessors side by side. The smaller the GPU, the sooner
-# the tiles queue up and the more of the work shows.
+# **2. The original's prefill attention at a longer prompt.** PyTorch's fused `scaled_dot_product_attention`
+# (the original's attention, chapter 5) over the whole prompt, causal, at the shortest and the longest prompt:
+# 64 times the work at full size. At the shortest prompt the kernel has only a few tiles of queries for the
+# GPU's many multiprocessors (132 on an H200, 40 on a T4); the tiles of a longer prompt first fill the idle ones.
+# How far below 64x do you expect the time to stay, and would a T4 stay as far below?
 
 # %%
 answer = None  # your guess: "faster", "slower" or "same"
@@ -824,20 +393,19 @@ pre_short, pre_long = qkv(short, short), qkv(long, long)
 sdpa = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=hq != hkv)
 cmp = helpers.compare_calls({"longer prompt": lambda: sdpa(*pre_long)}, reference=lambda: sdpa(*pre_short))
 measured = helpers.check_answer(answer, cmp.ratios["longer prompt"], cmp.floor,
-                     change=f"SDPA prefill over {long} tokens instead of {short}", clock=cmp.clock)
+                                change=f"SDPA prefill over {long} tokens instead of {short}", clock=cmp.clock)
 
 # %% [markdown]
-# **3. Half the heads looped.** The per-head loop at the longest context, over all the query heads, then
-# over half of them (with half the key/value heads, so the grouping stays the same). Its kernel count is 3
-# per head; each kernel is small. Expect **faster**, close to half the time: half the heads is half the
-# kernels and half the work. On an H200 each of these kernels is so small that its GPU time is mostly its
-# fixed cost of starting and finishing, so the time follows the kernel count; on a smaller GPU such as a T4
-# the work weighs in more, but it halves too. Either way the ratio should land near 0.5x.
-
-# %%
-answer = None  # your guess: "faster", "slower" or "same"
-half = qkv(1, long, hq // 2, max(1, hkv // 2))
-cmp = helpers.compare_calls({"half the heads": lambda: slower_kernels.attention_slow(*half, scale=d ** -0.5, causal=True)},
-                            reference=lambda: slower_kernels.attention_slow(*at_long, scale=d ** -0.5, causal=True))
-measured = helpers.check_answer(answer, cmp.ratios["half the heads"], cmp.floor,
-                     change=f"per-head loop over {hq // 2} query heads instead of {hq}, {long} keys", clock=cmp.clock)
+# **3. On paper.** Redo the arithmetic table for a 4,096-token prompt with `prefill_flops(4096)`. At what
+# prompt length would the custom model's prefill arithmetic on the H200 reach one of its decode steps (about
+# 150 ms)? (Mind attention's square, and the model's 40,960-token limit.)
+#
+# Chapter 8 gathers every number of the series into one table and reads the lessons off it.
+#
+# ## Takeaway
+#
+# - A generation is one prefill plus decode steps: time them apart from the same rounds, and judge every
+#   slowdown within its round against the A/A floor.
+# - On an H200 a 1,024-token prefill is about a millisecond of arithmetic behind tens of milliseconds of
+#   launches, so the prompt length does not move the slowdown; on a T4's FMA cores it is most of a decode step.
+# - A sweep sees only trends larger than its noise threshold: count the rounds it needs before reading one.

@@ -40,7 +40,9 @@ def test_full_sizes_are_the_chapters_sizes():
     assert full.rounds_small == 2 * full.rounds
     assert full.rounds_kernel >= 5 and full.profile_tokens <= full.new_tokens
     assert full.add_n == 2**20 and full.add_sweep[0] == 2**12 and full.add_sweep[-1] == 2**26
-    assert full.rmsnorm_sweep_rows == (1, 4, 16, 64, 256, 1024, 4096)
+    assert full.rmsnorm_sweep_rows[:7] == (1, 4, 16, 64, 256, 1024, 4096)
+    assert 2 * 2 * full.rmsnorm_sweep_rows[-1] * full.rmsnorm_hidden > 63e6  # fp16 in + out  # the sweep ends past an H200's L2
+    assert full.kv_lengths[-1] == 512 and all(s.rounds_kv % 2 == 0 for s in helpers.SIZES_BY_MODE.values())
     assert full.matmul_shape == (128, 1024, 3072) and full.matmul_decode_shape[0] == 1
 
 
@@ -372,7 +374,7 @@ def test_compare_configs_interleaves_shuffled_rounds_with_an_a_a_pair(tiny, monk
         slow = any(isinstance(m, slower_kernels.TritonRMSNorm) for m in model.modules())
         return None, (2.0 if slow else 1.0) * new_tokens / 8
 
-    monkeypatch.setattr(helpers, "_generate", fake_generate)
+    monkeypatch.setattr(helpers, "generate", fake_generate)
     result = helpers.compare_configs(tiny, {"two-pass RMSNorm": dict(rmsnorm="two_pass")}, prompt_len=4,
                                      new_tokens=8, rounds=6, seed=3)
     assert set(result.ratios) == {helpers.ORIGINAL_AGAIN, "two-pass RMSNorm"}
@@ -402,7 +404,7 @@ def test_compare_configs_warms_each_distinct_configuration_once(tiny, monkeypatc
         runs.append((modes.pop() if modes else "original", new_tokens))
         return None, 1.0
 
-    monkeypatch.setattr(helpers, "_generate", fake_generate)
+    monkeypatch.setattr(helpers, "generate", fake_generate)
     configs = {"two-pass": dict(rmsnorm="two_pass"), "two-pass again": dict(rmsnorm="two_pass"),
                "fused": dict(rmsnorm="fused")}
     helpers.compare_configs(tiny, configs, prompt_len=4, new_tokens=8, rounds=2)
@@ -423,7 +425,7 @@ def test_compare_configs_times_a_graph_decoder_and_profiles_it(tiny):
     assert len(result.seconds["graph"]) == 2 and result.profile("graph").launches_per_token is not None or \
         not helpers.HAS_GPU
     new, _ = helpers.decoder_for(tiny, helpers.make_prompt(4, vocab_size=tiny.config.vocab_size), 5, "graph")(5)
-    expected, _ = helpers._generate(tiny, helpers.make_prompt(4, vocab_size=tiny.config.vocab_size), 5)
+    expected, _ = helpers.generate(tiny, helpers.make_prompt(4, vocab_size=tiny.config.vocab_size), 5)
     assert torch.equal(new, expected.cpu())
 
 
@@ -801,7 +803,7 @@ def test_wall_time_per_token_comes_from_the_same_rounds(tiny, monkeypatch):
         slow = any(isinstance(m, slower_kernels.TritonRMSNorm) for m in model.modules())
         return None, 0.1 + (new_tokens - 1) * (2.0 if slow else 1.0)
 
-    monkeypatch.setattr(helpers, "_generate", fake_generate)
+    monkeypatch.setattr(helpers, "generate", fake_generate)
     if helpers.HAS_GPU:  # the fake generations launch no kernel, which a GPU profile refuses to count per token
         monkeypatch.setattr(helpers, "_count_decode", lambda *args, **kwargs: (100.0, 1.0, 0.0))
     result = helpers.compare_configs(tiny, {"two-pass": dict(rmsnorm="two_pass")}, prompt_len=4, new_tokens=5,
@@ -888,7 +890,7 @@ def test_ratio_quartiles_print_both_ends_to_the_same_decimals(low, high, text):
 
 def test_a_comparison_records_its_ratio_with_quartiles_and_verdict(tiny, tmp_path, monkeypatch):
     monkeypatch.setattr(helpers, "RESULTS_DIR", tmp_path)
-    monkeypatch.setattr(helpers, "_generate", lambda model, ids, n, use_cache=True:
+    monkeypatch.setattr(helpers, "generate", lambda model, ids, n, use_cache=True:
                         (None, n * (1.0 if use_cache else 3.0)))
     result = helpers.compare_configs(tiny, {"no cache": dict(use_cache=False)}, prompt_len=4, new_tokens=4, rounds=3)
     v = result.record("no cache", "full.slowdown")
@@ -1013,7 +1015,7 @@ def test_reproduce_reads_a_comparison_the_caller_already_ran(tiny, tmp_path, mon
     def fake_generate(model, ids, n, use_cache=True):
         return None, n * (4.0 if any(isinstance(m, slower_kernels.TritonRMSNorm) for m in model.modules()) else 1.0)
 
-    monkeypatch.setattr(helpers, "_generate", fake_generate)
+    monkeypatch.setattr(helpers, "generate", fake_generate)
     committed = tmp_path / "results.csv"
     pd.DataFrame([{"id": "rmsnorm.tps_slowdown", "value": 5.0, "unit": "x slower"}]).to_csv(committed, index=False)
     comparison = helpers.compare_configs(tiny, helpers.reproduce_configs(["rmsnorm.tps_slowdown"]), prompt_len=4,
@@ -1029,7 +1031,7 @@ def test_reproduce_reads_a_comparison_the_caller_already_ran(tiny, tmp_path, mon
 def test_reproduce_gives_the_small_effects_more_rounds(tiny, tmp_path, monkeypatch):
     import pandas as pd
 
-    monkeypatch.setattr(helpers, "_generate", lambda model, ids, n, use_cache=True: (None, float(n)))
+    monkeypatch.setattr(helpers, "generate", lambda model, ids, n, use_cache=True: (None, float(n)))
     monkeypatch.setattr(helpers, "SIZES", dataclasses.replace(helpers.SIZES, rounds=2, rounds_small=4))
     seen = []
     compare = helpers.compare_configs
@@ -1164,14 +1166,14 @@ def test_a_noisy_floor_stands_out_of_the_minimum_effect():
 # --- The decode step without the host -----------------------------------------------------------
 def test_graph_decoder_generates_what_generate_does(tiny):
     ids = helpers.make_prompt(5, vocab_size=tiny.config.vocab_size)
-    expected, _ = helpers._generate(tiny, ids, 6)
+    expected, _ = helpers.generate(tiny, ids, 6)
     decoder = helpers.GraphDecoder(tiny, max_len=16)
     assert decoder.graphed == helpers.HAS_GPU
     for _ in range(2):  # the cache is reset between generations: the second is the same as the first
         new, seconds = decoder.generate(ids, 6)
         assert torch.equal(new, expected.cpu()) and seconds > 0
     shorter, _ = decoder.generate(ids[:, :3], 4)  # another prompt length, the same captured step
-    assert torch.equal(shorter, helpers._generate(tiny, ids[:, :3], 4)[0].cpu())
+    assert torch.equal(shorter, helpers.generate(tiny, ids[:, :3], 4)[0].cpu())
     kept = decoder.generate(ids, 6)[0]
     decoder.generate(ids, 1)  # the next generation must not rewrite tokens already handed back
     assert torch.equal(kept, expected.cpu())
@@ -1228,7 +1230,7 @@ FAST_MODULES = dict(rmsnorm="fused", projections=set(helpers.PROJECTION_GROUPS),
 def test_the_fast_model_generates_what_the_original_does_and_restores_it(tiny, ids, swaps):
     before_modules = dict(tiny.named_modules())
     before = logits(tiny, ids)
-    expected, _ = helpers._generate(tiny, ids, 6)
+    expected, _ = helpers.generate(tiny, ids, 6)
     cfg = tiny.config
     with helpers.patched(tiny, **(helpers.ALL_FAST if swaps == "ALL_FAST" else FAST_MODULES)) as counts:
         assert counts["lm_head"] == 1
@@ -1242,10 +1244,10 @@ def test_the_fast_model_generates_what_the_original_does_and_restores_it(tiny, i
             assert isinstance(tiny.model.layers[0].mlp, slower_kernels.FastMLP)
             assert isinstance(tiny.model.layers[0].self_attn.o_proj, slower_kernels.GemvLinear)
         torch.testing.assert_close(logits(tiny, ids), before, **MODEL_TOL[helpers.DTYPE])  # prefill_attention
-        generated, _ = helpers._generate(tiny, ids, 6)  # decode: decode_attention over the cache
+        generated, _ = helpers.generate(tiny, ids, 6)  # decode: decode_attention over the cache
         assert torch.equal(generated, expected)
         with slower_kernels.count_launches() as launched:
-            helpers._generate(tiny, ids, 2)
+            helpers.generate(tiny, ids, 2)
         expected_kernels = {"decode_attention_kernel", "prefill_attention_kernel", "gemv_kernel", "swiglu_kernel",
                             "rmsnorm_fused_kernel"}
         if swaps == "ALL_FAST":
@@ -1260,7 +1262,7 @@ def test_a_fused_layer_launches_fewer_kernels_than_the_modules_alone(tiny, ids):
     """Per decode step: q/k/v in one launch (not three), q/k norm + RoPE in one, add + RMSNorm in one."""
     def our_launches(swaps):
         with helpers.patched(tiny, **swaps), slower_kernels.count_launches() as launched:
-            helpers._generate(tiny, ids, 3)
+            helpers.generate(tiny, ids, 3)
         return sum(launched.values())
 
     fused, modules = our_launches(helpers.ALL_FAST), our_launches(FAST_MODULES)
@@ -1310,7 +1312,7 @@ def test_every_fast_option_generates_the_originals_greedy_tokens(tiny32, option,
     assert len(set(expected.tolist())) > n // 2  # tokens that follow the context, not one token repeated
     with helpers.patched(tiny32, **FAST_OPTIONS[option]):
         if decoder == "generate":
-            got, _ = helpers._generate(tiny32, prompt, n)
+            got, _ = helpers.generate(tiny32, prompt, n)
         else:
             got, _ = helpers.GraphDecoder(tiny32, max_len=16).generate(prompt, n)
     assert got.cpu().tolist()[:clear] == expected.cpu().tolist()[:clear]
@@ -1337,7 +1339,7 @@ def test_a_fused_layer_reads_the_kv_cache_by_either_name(tiny32, name):
 def test_the_fast_model_under_a_static_cache(tiny):
     """GraphDecoder's static cache hands attention a mask over the whole buffer: decode reads kv_len from it."""
     prompt = helpers.make_prompt(5, vocab_size=tiny.config.vocab_size)
-    expected, _ = helpers._generate(tiny, prompt, 6)
+    expected, _ = helpers.generate(tiny, prompt, 6)
     with helpers.patched(tiny, **helpers.ALL_FAST):
         with slower_kernels.count_launches() as launched:
             new, _ = helpers.GraphDecoder(tiny, max_len=16, use_graph=False).generate(prompt, 6)

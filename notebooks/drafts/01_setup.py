@@ -127,10 +127,7 @@ import helpers
 helpers.show_env()
 SIZES, ORIGINAL, AGAIN, NO_KV = helpers.SIZES, helpers.ORIGINAL, helpers.ORIGINAL_AGAIN, "no KV cache"
 P, N = SIZES.prompt_len, SIZES.new_tokens  # the baseline: a 32-token prompt and 8 new tokens at full size
-# The KV-cache section: one decode step after n generated tokens, for each n (at full size: as in the prediction)
-KV_FULL = (32, 128, 512)
-KV_LENGTHS = {"cpu": (4, 16), "quick": (32, 128)}.get(helpers.MODE, KV_FULL)
-KV_ROUNDS = 4 if helpers.MODE == "full" else SIZES.rounds  # 4: even, so every shuffled order also runs backwards
+KV_LENGTHS, KV_ROUNDS = SIZES.kv_lengths, SIZES.rounds_kv  # one decode step after n generated tokens, for each n
 
 # %% [markdown]
 # The line says where this run happens; `pinned` says whether `SLOWER_PIN_CPUS` holds the process on some CPU
@@ -237,8 +234,8 @@ assert ok, f"census {census} does not match the per-layer rule {expected}"
 
 # %%
 prompt = helpers.make_prompt(P, tokenizer, model.config.vocab_size)
-sample, _ = helpers._generate(model, prompt, N, use_cache=True)  # (new token ids, seconds): untimed here
-sample_no_kv, _ = helpers._generate(model, prompt, N, use_cache=False)
+sample, _ = helpers.generate(model, prompt, N, use_cache=True)  # (new token ids, seconds): untimed here
+sample_no_kv, _ = helpers.generate(model, prompt, N, use_cache=False)
 assert len(sample) == N, "generation must produce a fixed number of tokens"
 print("new tokens:", repr(tokenizer.decode(sample)) if tokenizer is not None else sample.tolist())
 print(f"same tokens with and without the cache: {int((sample == sample_no_kv).sum())} of {N}")
@@ -287,7 +284,7 @@ helpers.show(pd.DataFrame([{
     "GFLOP, no cache": step_work(full_prompt + n, False)[0] / 1e9,
     **{f"{gpu} least ms, {kind}": least_ms(step_work(full_prompt + n, kind == "cache"), gpu.lower())
        for gpu in ("T4", "H200") for kind in ("cache", "no cache")},
-} for n in KV_FULL]))
+} for n in helpers.SIZES_BY_MODE["full"].kv_lengths]))
 
 # %% [markdown]
 # With the cache a step does about 1 flop per byte of weights: memory-bound, its least time the weight-read
@@ -326,8 +323,7 @@ helpers.show(steps)
 helpers.save_sweep(steps, "kv_cache_steps")
 longest = kv[KV_LENGTHS[-1]]
 r, floor = longest.decode_ratio(NO_KV), longest.decode_ratio(AGAIN)
-print(f"step at {P + KV_LENGTHS[-1]} tokens, no cache / cache: {helpers.verdict(r, floor).text}, "
-      f"quartiles {r.quartiles}, A/A floor {floor.median:.3f}")
+print(helpers.verdict_line(f"step at {P + KV_LENGTHS[-1]} tokens, no cache / cache", r, floor))
 
 # %%
 fig, ax = plt.subplots(figsize=(7, 4))
@@ -373,8 +369,7 @@ helpers.record("baseline.tps_no_kv", comparison.tokens_per_s[NO_KV], "tokens/s",
                "use_cache=False, " + setting + "; prefill included")
 no_kv = comparison.record(NO_KV, "baseline.no_kv_slowdown", f"prompt {P}, {N} new tokens")
 helpers.show(comparison.table())
-print(f"no cache / cache, per generation: {no_kv.text}, quartiles {comparison.ratios[NO_KV].quartiles}, "
-      f"A/A floor {comparison.floor.median:.3f}")
+print(helpers.verdict_line("no cache / cache, per generation", comparison.ratios[NO_KV], comparison.floor))
 
 # %% [markdown]
 # On the committed H200 run the original made 39.40 tokens/s and its A/A copy 38.78, and the A/A floor's median

@@ -294,12 +294,10 @@ helpers.show(pd.DataFrame({
     f"{CLOCK} µs per call": [1e3 * cmp.ms[OURS], 1e3 * cmp.ms[helpers.REFERENCE]],
     **({"host µs per call": [1e3 * host[OURS], 1e3 * host[TORCH]]} if helpers.HAS_GPU else {}),
 }, index=[OURS, TORCH]))
-v, r = cmp.verdict(OURS), cmp.ratios[OURS]
-print(f"{OURS} / {TORCH}, {cmp.clock}: {v.text}, median {r.median_text}, quartiles {r.quartiles}, "
-      f"A/A floor {cmp.floor.median:.3f}")
+print(helpers.verdict_line(f"{OURS} / {TORCH}, {cmp.clock}", cmp.ratios[OURS], cmp.floor))
 if helpers.HAS_GPU:
     print(f"{OURS} / {TORCH}, host time per call: {host_ratio:.2f} (single readings, no verdict)")
-    print("GPU time as on the committed H200 run" if not v.real else "GPU time unlike the committed H200 run: see below")
+    print("GPU time as on the committed H200 run" if not cmp.verdict(OURS).real else "GPU time unlike the committed H200 run: see below")
 
 # %% [markdown]
 # ## The price of one launch

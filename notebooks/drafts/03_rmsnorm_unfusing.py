@@ -123,9 +123,7 @@ import slower_kernels
 helpers.show_env()
 DEVICE, DTYPE, SIZES = helpers.DEVICE, helpers.DTYPE, helpers.SIZES
 H, R, R1 = SIZES.rmsnorm_hidden, SIZES.rmsnorm_rows, SIZES.rmsnorm_decode_rows  # hidden size; many rows; decode
-# The sweep's row counts: the series' own, then (on a GPU) past an H200's 63 MB L2 cache; one tiny extra on the CPU
-PAST_L2 = (256,) if helpers.MODE == "cpu" else (16384, 32768, 65536)
-ROWS = sorted(set(SIZES.rmsnorm_sweep_rows) | {R, R1} | set(PAST_L2))
+ROWS = sorted(set(SIZES.rmsnorm_sweep_rows) | {R, R1})  # on a GPU, the sweep goes past an H200's 63 MB L2
 CLOCK = "GPU" if helpers.HAS_GPU else "interpreter"  # the clock of every kernel ratio below
 E = torch.tensor([], dtype=DTYPE).element_size()  # bytes per element
 
@@ -269,10 +267,6 @@ def against_eager(cmp):
                          for v in VERSIONS for r in [cmp.floor if v == EAGER else cmp.ratios[v]]])
 
 
-def verdict_line(label, ratio, floor):
-    return f"{label}: {helpers.verdict(ratio, floor).text}, quartiles {ratio.quartiles}, A/A floor {floor.median:.3f}"
-
-
 with torch.no_grad():
     kernels = {v: helpers.launches_per_call(c) if helpers.HAS_GPU or v in ("fused", "two-pass") else None
                for v, c in calls_for(R1).items()}
@@ -297,7 +291,7 @@ helpers.show(pd.concat([against_eager(runs[rows]["cmp"]).assign(**{
     for rows in (R1, R)]).set_index(["shape", "version"]))
 for rows in (R1, R):
     for other in ("fused", "F.rms_norm"):
-        print(f"[{rows}, {H}]", verdict_line(f"two-pass / {other}", over(runs[rows]["cmp"], "two-pass", other),
+        print(f"[{rows}, {H}]", helpers.verdict_line(f"two-pass / {other}", over(runs[rows]["cmp"], "two-pass", other),
                                              runs[rows]["cmp"].floor))
 
 # %% [markdown]
@@ -334,7 +328,7 @@ helpers.show(pd.DataFrame({
     "fused GB/s": moved_bytes(sweep["rows"], "fused") / sweep["fused_gpu_ms"] / 1e6,  # bytes / (ms * 1e-3) / 1e9
     "two-pass host µs": 1e3 * sweep["two_pass_host_ms"]}).set_index("rows"))
 biggest = runs[ROWS[-1]]["cmp"]
-print(f"[{ROWS[-1]}, {H}]", verdict_line("two-pass / fused", over(biggest, "two-pass", "fused"), biggest.floor))
+print(f"[{ROWS[-1]}, {H}]", helpers.verdict_line("two-pass / fused", over(biggest, "two-pass", "fused"), biggest.floor))
 L2 = torch.cuda.get_device_properties(0).L2_cache_size if helpers.HAS_GPU else None
 print("L2 cache MB:", helpers.fmt(L2 and L2 / 1e6, 2))
 
@@ -494,7 +488,7 @@ before, after = comparison.profile(helpers.ORIGINAL), comparison.profile(SWAP)
 assert abs(after.project_launches_per_token - 2 * n_norms) < 1e-9, "2 launches per RMSNorm per token"
 swap_verdict = comparison.record(SWAP, "rmsnorm.tps_slowdown", "all RMSNorms two-pass")
 helpers.show(comparison.table())
-print(verdict_line(f"{SWAP} / original, time per generation", comparison.ratios[SWAP], comparison.floor))
+print(helpers.verdict_line(f"{SWAP} / original, time per generation", comparison.ratios[SWAP], comparison.floor))
 print("as on the committed H200 run" if not swap_verdict.real else "unlike the committed H200 run: see What the model shows")
 helpers.show(pd.DataFrame([
     {"model": name, "kernels per token": helpers.fmt(p.launches_per_token, 0),

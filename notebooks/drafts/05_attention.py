@@ -267,9 +267,7 @@ timing["GPU / host time"] = timing["GPU ms per call"] / timing[HOST]
 helpers.show(timing)
 for shape_name, cc in rounds.items():
     for name in ("torch_ops", "slow"):
-        r = cc.ratios[name]
-        print(f"{shape_name} shape, {NAMES[name]} / SDPA, {CLOCK}: {cc.verdict(name).text} (median {r.median_text}, "
-              f"quartiles {r.quartiles}), A/A floor {cc.floor.median:.3f}")
+        print(helpers.verdict_line(f"{shape_name} shape, {NAMES[name]} / SDPA, {CLOCK}", cc.ratios[name], cc.floor))
 
 LAUNCH_NOTE = "every CUDA kernel per {} ({})" if helpers.HAS_GPU else "CPU mode: our Triton kernels per {} only"
 LABELS = {"sdpa": "F.scaled_dot_product_attention", "torch_ops": "PyTorch ops", "slow": "per-head loop, our kernels"}
@@ -483,8 +481,7 @@ comparison = helpers.compare_configs(model, {SLOW: dict(attention="slow")}, toke
 helpers.show(comparison.table())
 how = f"prompt {comparison.prompt_len}, {comparison.new_tokens} new tokens"
 slowdown = comparison.record(SLOW, "attention.slowdown", f"{n_attention} attention modules on the per-head loop; {how}")
-print(f"{SLOW} / original, time per generation: {slowdown.text}, quartiles {comparison.ratios[SLOW].quartiles}, "
-      f"A/A floor {comparison.floor.median:.3f}")
+print(helpers.verdict_line(f"{SLOW} / original, time per generation", comparison.ratios[SLOW], comparison.floor))
 tps_note = f"median of {len(comparison.orders)} shuffled rounds; new tokens / generation time, prefill included; {how}"
 helpers.record("attention.tps_original", comparison.tokens_per_s[helpers.ORIGINAL], "tokens/s", tps_note)
 helpers.record("attention.tps_custom", comparison.tokens_per_s[SLOW], "tokens/s",

@@ -208,8 +208,7 @@ comparison = helpers.compare_configs(model, {CUSTOM: FULL}, tokenizer=tokenizer,
 helpers.show(comparison.table())
 ratio = comparison.ratios[CUSTOM]
 slowdown = comparison.record(CUSTOM, "full.slowdown", "all-custom generation time / original's, round by round")
-print(f"all custom / original, time per generation: {slowdown.text}, quartiles {ratio.quartiles}, "
-      f"A/A floor {comparison.floor.median:.3f}")
+print(helpers.verdict_line("all custom / original, time per generation", ratio, comparison.floor))
 print("as on the committed H200 run" if slowdown.real and slowdown.ratio > 1 else
       "unlike the committed H200 run: see What the numbers show")
 
