@@ -1276,7 +1276,10 @@ def tiny32():
     repeat one token whatever the context: with these, its tokens follow the context."""
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
-    torch.manual_seed(1)  # drawn on the CPU, so that a GPU run tests the same weights
+    # Drawn on the CPU, so that a GPU run tests the same weights. Seed 5: every one of the reference's 8 greedy
+    # tokens has a top-2 logit gap of at least 0.17, over three times GREEDY_GAP on a GPU (seed 1 had a 0.045 gap
+    # at token 2, and on the H200 the test stopped at its own precondition, 16 of 16).
+    torch.manual_seed(5)
     model = Qwen3ForCausalLM(Qwen3Config(**dict(helpers.TINY_QWEN3, initializer_range=0.2), attn_implementation="sdpa"))
     return model.to(helpers.DEVICE, torch.float32).eval()
 

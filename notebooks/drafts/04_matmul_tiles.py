@@ -119,12 +119,6 @@ NAN = float("nan")  # a cell with no value in this mode: shown as "-"
 model_shape, decode_shape = SIZES.matmul_shape, SIZES.matmul_decode_shape  # (M, K, N): x[M, K] @ W[N, K]^T
 
 
-def verdict_line(label, ratio, floor):
-    v = helpers.verdict(ratio, floor)
-    median = "" if v.real else f" (median {ratio.median_text})"
-    return f"{label}: {v.text}{median}, quartiles {ratio.quartiles}, A/A floor {floor.median:.3f}"
-
-
 def over(cmp, a, b):
     """a's time over b's, round by round: both were divided by the same reference call in every round."""
     return helpers.Ratio.of([p / q for p, q in zip(cmp.ratios[a].values, cmp.ratios[b].values)])
@@ -249,7 +243,7 @@ for label, shape in (("model shape", model_shape), ("decode shape", decode_shape
                  f"{helpers.fmt(launches['torch'] if helpers.HAS_GPU else None, 0)}, {launches['triton']:.0f}"})
 helpers.show(pd.DataFrame(rows).set_index("shape"))
 for label, cc in at.items():
-    print(verdict_line(f"{label}, ours / PyTorch, {CLOCK}", cc.ratios[DEFAULT.name], cc.floor))
+    print(helpers.verdict_line(f"{label}, ours / PyTorch, {CLOCK}", cc.ratios[DEFAULT.name], cc.floor))
 
 how = f"{at['model shape'].clock}, median of {at['model shape'].rounds} shuffled rounds (compare_calls)"
 for prefix, label, shape in (("", "model shape", model_shape), ("decode_", "decode shape", decode_shape)):
@@ -399,8 +393,8 @@ helpers.show(pd.DataFrame([{
     "ours - PyTorch, µs": per_proj[f"ours, {where}"] - per_proj[f"PyTorch, {where}"]}
     for where, ws in PASSES.items()]).set_index("weights"))
 print("L2 MB:", helpers.fmt(torch.cuda.get_device_properties(0).L2_cache_size / 1e6 if helpers.HAS_GPU else None, 3))
-print(verdict_line(f"PyTorch, cold / warm, {CLOCK}", l2.ratios["PyTorch, cold"], l2.floor))
-print(verdict_line(f"ours, cold / warm, {CLOCK}", over(l2, "ours, cold", "ours, warm"), l2.floor))
+print(helpers.verdict_line(f"PyTorch, cold / warm, {CLOCK}", l2.ratios["PyTorch, cold"], l2.floor))
+print(helpers.verdict_line(f"ours, cold / warm, {CLOCK}", over(l2, "ours, cold", "ours, warm"), l2.floor))
 
 # %% [markdown]
 # The table gives the two prices of one projection of ours on the GPU: warm, what a microbenchmark sees, and cold,
@@ -444,7 +438,7 @@ assert [swapped[s]["mlp_proj"] for s in STEPS] == [0, 3 * L, 3 * L], "gate, up, 
 comparison = helpers.compare_configs(model, STEPS, tokenizer=tokenizer, profile=True)
 helpers.show(comparison.table().set_index("configuration"))
 for name in STEPS:
-    print(verdict_line(name, comparison.ratios[name], comparison.floor))
+    print(helpers.verdict_line(name, comparison.ratios[name], comparison.floor))
 
 prof = {name: comparison.profile(name) for name in [helpers.ORIGINAL, *STEPS]}
 NEW = {"attention proj": (helpers.ORIGINAL, 4 * L), "attention + MLP proj": ("attention proj", 3 * L)}
