@@ -56,8 +56,6 @@ def resolve_mode(requested: str | None, gpu_available: bool) -> str:
 
 MODE = resolve_mode(os.environ.get("SLOWER_MODE"), torch.cuda.is_available())
 HAS_GPU = MODE != "cpu"
-STARTED = datetime.now(timezone.utc)  # when this process imported helpers: a chapter's start, set against the
-                                      # recording time of any other chapter's result it quotes (recorded_when)
 if not HAS_GPU:  # must happen before any @triton.jit function is defined
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
@@ -1161,50 +1159,11 @@ def plot_memory_hierarchy(name: str | None = None):
     return fig
 
 
-def _ms_label(ms: float) -> str:
-    """A time for a sentence, in the unit that reads best: '20.8 ms', '3.39 ms', '11.1 µs', '0.852 µs'."""
-    return f"{ms:.3g} ms" if ms >= 1 else f"{ms * 1e3:.3g} µs"
-
-
 def _bytes_label(n: float) -> str:
     for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if n >= size:
             return f"{n / size:,.0f} {unit}" if n / size >= 10 else f"{n / size:.1f} {unit}"
     return f"{n:.0f} B"
-
-
-REGIMES = ("overhead-bound", "memory-bound", "compute-bound")
-TOKEN_CLOCKS = ("wall time", "GPU-busy time")  # a decoded token's two times, as ``regime``'s reason names them
-
-
-def regime(host_ms: float | None, gpu_ms: float | None, flops: float, bytes_moved: float,
-           slug: str | None = None, per: str = "call", clocks=("host time", "GPU time")) -> tuple[str, str]:
-    """Which of ``REGIMES`` a call lives in, and why, from its two clocks and its work.
-
-    Overhead-bound when the host takes longer to issue the call than the GPU takes to run it, by more than
-    the series' smallest real effect (``verdict`` of host over GPU time): the GPU waits. A host time within
-    noise of the GPU time is the host waiting for the GPU (a synchronised host clock never falls far below
-    the GPU's), so the work decides: memory-bound when its arithmetic intensity (flop per byte) is below
-    the GPU's ridge point (peak tensor-core flop/s over bandwidth), compute-bound above it. ``host_ms``
-    None leaves the host out; ``per`` names one call in the reason ("decoded token"), ``clocks`` the two times
-    as the reason names them (a decoded token's: "wall time", "GPU-busy time"). Returns (regime, reason)."""
-    slug = slug or SLUG
-    for arg, value in (("flops", flops), ("bytes_moved", bytes_moved)):
-        if not value or value < 0:
-            raise ValueError(f"{arg} must be a positive number, got {value!r}")
-    if gpu_ms is None:
-        return "unknown", "no GPU clock in CPU mode: the regime needs a GPU time"
-    if gpu_ms <= 0 or (host_ms is not None and host_ms <= 0):
-        raise ValueError(f"host_ms and gpu_ms must be positive, got {host_ms!r} and {gpu_ms!r}")
-    if host_ms is not None and host_ms > gpu_ms and verdict(host_ms / gpu_ms).real:
-        return REGIMES[0], f"{clocks[0]} {_ms_label(host_ms)} against {clocks[1]} {_ms_label(gpu_ms)} per {per}"
-    ridge = _nominal_rows(slug)["ridge point (flop per byte)"]
-    if ridge is None:
-        return "unknown", f"no nominal bandwidth and compute for {slug!r}"
-    intensity = flops / bytes_moved
-    side = REGIMES[1] if intensity < ridge else REGIMES[2]
-    where = f"the {_gpu_name()}" if HAS_GPU and slug == SLUG else slug  # this GPU by its name, another by its slug
-    return side, f"{intensity:.2g} flop per byte against a ridge point of {ridge} on {where}"
 
 
 # --- What the compiler made (chapters 2-4) ---------------------------------------------------------
@@ -1327,18 +1286,6 @@ def bandwidth(model, tokens_per_s: float) -> dict:
 # In CPU mode there is one clock: the interpreter's wall time (numpy doing the kernel's work).
 CLOCK_LABELS = {"gpu": "GPU time (CUDA-graph replay)", "host": "host time per call (back to back, synchronised)",
                 "interpreter": "interpreter wall time (CPU mode)"}
-
-
-@dataclass
-class KernelTime:
-    """One call of ``fn`` on both clocks, and how many kernels it launches."""
-    gpu_ms: float | None   # GPU time per call (CUDA-graph replay); None in CPU mode
-    host_ms: float         # host wall time per call (interpreter wall time in CPU mode)
-    launches: float        # kernels per call: every CUDA kernel on a GPU, our Triton kernels in CPU mode
-
-    @property
-    def host_clock(self) -> str:
-        return CLOCK_LABELS["host" if HAS_GPU else "interpreter"]
 
 
 def host_ms_per_call(fn, calls: int | None = None, repeats: int = 5) -> float:
@@ -1723,30 +1670,6 @@ def places_apart(value: float, edges, places: int = 2, most: int = 4) -> int:
     while places < most and any(value != e and f"{value:.{places}f}" == f"{e:.{places}f}" for e in edges):
         places += 1
     return places
-
-
-def signed_pct(error_pct: float, bar: float = PREDICTION_BAR, sign: str = "+") -> str:
-    """An error in per cent to one decimal, with up to two more where it would print as the bar itself: -20.04%
-    misses a 20% bar and must not read -20.0%. ``sign`` '+' always signs it, '' only when negative."""
-    digits = places_apart(abs(error_pct), (100 * bar,), places=1, most=3)
-    return f"{error_pct if round(error_pct, digits) else 0.0:{sign}.{digits}f}%"  # never '-0.0%'
-
-
-def graph_wall_against_busy(walls: dict) -> str:
-    """Words for CUDA-graph configurations' wall ms per decoded token against their GPU-busy ms (``{name: (wall,
-    busy)}``, names as the text shows them). A wall below the busy time is no token faster than its kernels: the
-    wall comes from the difference of two generations, the busy time from a separate profiled run, and at about a
-    millisecond per token they agree only within that noise. Above it, the excess is time between the kernels:
-    the gaps a graph still leaves (``graph_kernel_gap_us``) and the host's part around one launch per token."""
-    below = [n for n, (w, b) in walls.items() if w < b]
-    if not below:
-        return ("A wall time above the GPU-busy time is time between the kernels, which the GPU-busy sum leaves out: "
-                "the gaps a graph leaves between one kernel's end and the next one's start, and whatever the host "
-                "adds around one graph launch per token.")
-    return (", ".join(below) + " measured below the GPU-busy time, which a token's wall time cannot be: the wall ms per "
-            "token come from the difference of two generations (all the new tokens, and one) and the GPU-busy ms from a "
-            "separate profiled run, so at " + ", ".join(f"{walls[n][0]:.2f}" for n in below)
-            + " wall ms per token the two agree only within that noise.")
 
 
 @dataclass
@@ -2504,16 +2427,6 @@ def read_trend(points: dict, floors: dict | None = None, unit: str = "x", along:
                  change, v, every, flat, both_ways)
 
 
-def read_together(a: Trend, b: Trend, names=("the original", "the custom model")) -> str:
-    """Whether two trends moved together: both grew, both fell, only one moved, or opposite ways."""
-    if a.word == b.word:
-        return {"grew": "both grew", "shrank": "both fell"}.get(a.word, "neither moved consistently")
-    if "no consistent trend" in (a.word, b.word):
-        name, moved = (names[0], a) if b.word == "no consistent trend" else (names[1], b)
-        return f"only {name}'s {'fell' if moved.word == 'shrank' else moved.word}"
-    return "they moved in opposite directions"
-
-
 # --- Reproduce: the headline ratios again, in minutes -------------------------------------------
 # The tokens/s ratios come from one interleaved comparison; the kernel ratios from GPU time (CUDA-graph
 # replay) at the chapters' shapes. ``reproduce`` measures them and sets them beside a committed run.
@@ -2686,81 +2599,6 @@ def results(path: Path | None = None):
         if column not in table:
             table[column] = float("nan") if column in ("low", "high") else ""
     return table
-
-
-SAME_RUN_MINUTES = 60  # a full-size series runs chapter 1 to chapter 8 well within this on an H200
-
-
-def recorded_when(time, since, chapter) -> str:
-    """When chapter ``chapter``'s result was recorded (its ``time`` in the results table), set against ``since``
-    (the quoting chapter's start, a UTC timestamp), in words: 'recorded 2026-11-30 22:29 UTC, 10 minutes before
-    this chapter started, in another process'. Says so plainly where no time was recorded, and where the row is
-    older than ``SAME_RUN_MINUTES``: then it probably comes from an earlier session than the quoting chapter's."""
-    import pandas as pd
-
-    stamp = pd.to_datetime(time, utc=True, errors="coerce") if time else pd.NaT
-    if pd.isna(stamp):
-        return "with no time recorded, so whether it comes from the same run as this chapter's numbers is unknown"
-    minutes = (pd.Timestamp(since) - stamp).total_seconds() / 60
-    when = f"recorded {stamp:%Y-%m-%d %H:%M} UTC"
-    if minutes < 0:
-        return f"{when}, while this chapter ran"
-    whole = f"{minutes:.0f}"
-    ago = ("less than a minute" if whole == "0" else f"{whole} minute{'' if whole == '1' else 's'}" if minutes < 120 else
-           f"{minutes / 60:.1f} hours" if minutes < 2880 else f"{minutes / 1440:.0f} days")
-    text = f"{when}, {ago} before this chapter started, in another process"
-    if minutes > SAME_RUN_MINUTES:
-        text += (f": more than {SAME_RUN_MINUTES} minutes earlier, so probably not in the same run as this "
-                 f"chapter's numbers (run chapter {chapter} again, then this one, to compare like with like)")
-    return text
-
-
-def over_recorded(value: float, low, high, here: float) -> "Ratio | float":
-    """A value recorded in another process over ``here`` (above 1: the record is the larger), as ``verdict`` reads
-    it: bounded by the record's quartiles where both were recorded (a Ratio), the bare quotient where not (None or
-    NaN). Chapter 1's baseline beside a later chapter's original (``beside_baseline``, chapters 6 and 8)."""
-    if low is None or high is None or low != low or high != high:
-        return value / here
-    return Ratio(value / here, low / here, high / here, [])
-
-
-def beside_baseline(profile: "DecodeProfile") -> str:
-    """A chapter's original (wall and GPU-busy ms per decoded token) beside chapter 1's recorded baseline
-    (``baseline.wall_ms_per_token``): the same model at the same sizes, measured in another process. Words from
-    ``verdict`` of the quotient, bounded by chapter 1's quartiles where recorded (``over_recorded``); where the
-    wall moved and the GPU-busy time did not, the difference is the host's."""
-    table = results().set_index("id")
-
-    def found(i):
-        return table.loc[i] if i in table.index and table.loc[i, "value"] == table.loc[i, "value"] else None
-
-    wall = found("baseline.wall_ms_per_token")
-    if wall is None:
-        return ("**The original, beside chapter 1's.** No run has recorded chapter 1's wall ms per decoded token on "
-                "this machine yet (`baseline.wall_ms_per_token`), so there is no other process to set this one "
-                "beside.")
-    w1, low, high = (float(wall[c]) for c in ("value", "low", "high"))
-    here = profile.wall_ms_per_token
-    quotient = over_recorded(w1, low, high, here)  # chapter 1's over this one's, within chapter 1's quartiles
-    v = verdict(quotient)
-    text = (f"**The original, beside chapter 1's.** Here the original took {here:.2f} wall ms per "
-            f"decoded token; chapter 1 recorded {w1:.2f}"
-            + (f" (quartiles of its rounds {Ratio(w1, low, high, []).quartiles})" if isinstance(quotient, Ratio) else "")
-            + f" for the same model at the same sizes (`baseline.wall_ms_per_token`, "
-            f"{recorded_when(wall['time'], STARTED, 1)}): ")
-    if not v.real:
-        return text + f"within noise ({v.reason})."
-    text += f"{versus(here, w1)} here, though nothing in the model changed. "
-    busy = found("baseline.gpu_busy_ms_per_token")
-    if busy is not None and profile.gpu_busy_ms_per_token is not None:
-        b1 = float(busy["value"])
-        bv = verdict(profile.gpu_busy_ms_per_token / b1)
-        text += (f"GPU-busy time per token did not change ({profile.gpu_busy_ms_per_token:.2f} against {b1:.2f} ms, "
-                 f"within noise: {bv.reason}), so the difference is the host's: its pace moves between processes "
-                 "and over a long run of the series. " if not bv.real else
-                 f"GPU-busy time per token moved too ({profile.gpu_busy_ms_per_token:.2f} against {b1:.2f} ms, "
-                 f"{bv.text}), so not all of the difference is the host's. ")
-    return text + "That is why a chapter compares only ratios within its own rounds, never its tokens/s with another's."
 
 
 def record(id: str, value, unit: str, note: str = "", spread: "Ratio | None" = None, verdict: str = "") -> None:
