@@ -23,19 +23,20 @@
 # ## What you will see
 #
 # Our matmul is correct and slower than PyTorch's (cuBLAS) everywhere. On the committed H200 run, at one row,
-# $(M, K, N) = (1, 1024, 3072)$ as in the MLP's up projection, it took 11.2 µs of GPU time against cuBLAS's
-# 3.78 µs: 2.97x slower. At that shape the tile decides the time, and it decides it through the K loop: on the
-# committed H200 run the one tile that walks $K$ in 16 steps was the fastest of nine (8.98 µs), the one that
-# walks it in 64 steps the slowest (16.4 µs), and the seven tiles with 32 steps lay between.
+# $(M, K, N) = (1, 1024, 3072)$ as in the MLP's up projection, it took 11.30 µs of GPU time against cuBLAS's
+# 3.770 µs: 3.00x slower. At that shape the tile decides the time, and it decides it through the K loop: on the
+# committed H200 run the one tile that walks $K$ in 16 steps was the fastest of nine (9.034 µs), the one that
+# walks it in 64 steps the slowest (16.58 µs), and the seven tiles with 32 steps lay between.
 #
 # In the model, the 112 attention projections on our matmul made each generation 1.32x slower on the committed
-# H200 run (quartiles 1.29-1.37, A/A floor 0.994), close to the blog's 23 to 17 tokens/s. The GPU-busy time per
-# decoded token grew from 3.382 to 5.856 ms on the committed H200 run, about 22 µs per projection, three times
-# the extra that the kernel costs on its own (11.2 minus 3.78, about 7.4 µs). The two agree once you ask where
-# the weight comes from: timed on its own, the same 6.3 MB weight is read over and over and stays in the H200's
-# 60 MiB L2 cache; in the model, each projection reads a different weight from main memory (HBM), and every
-# step of the K loop waits longer for it. A new measurement in this chapter replays the model's own attention
-# weights both ways to test that.
+# H200 run (quartiles 1.22-1.42, A/A floor 0.967), close to the blog's 23 to 17 tokens/s. The GPU-busy time per
+# decoded token grew from 3.395 to 5.734 ms on the committed H200 run, about 21 µs per projection, nearly three
+# times the extra that the kernel costs on its own (11.30 minus 3.770, about 7.5 µs). The two agree once you ask
+# where the weight comes from: timed on its own, the same 6.3 MB weight is read over and over and stays in the
+# H200's 60 MiB L2 cache; in the model, each projection reads a different weight from main memory (HBM), and
+# every step of the K loop waits longer for it. Replaying the model's own attention weights both ways bears this
+# out: on the committed H200 run our extra over cuBLAS was 6.963 µs per projection warm, 22.49 µs cold. The
+# wall time is another matter: it grew twice as much as the host and GPU prices together predict.
 #
 # ## The blog's claim (T4)
 #
@@ -195,8 +196,8 @@ max_err = (slower_kernels.matmul(x, w.t()).double() - (x @ w.t()).double()).abs(
 helpers.record("matmul.max_err", max_err, "abs", f"max |Triton - torch|, {model_shape}, {str(DTYPE)[6:]}")
 
 # %% [markdown]
-# On the committed H200 run, at the model shape, our result and PyTorch's were identical bit for bit, and both
-# were within 0.059097 of the float64 product (tolerance 0.305). Both accumulate in fp32 and round once at the
+# On the committed H200 run, at the model shape, our result and PyTorch's were identical bit for bit, and every
+# tile was within 0.06151 of the float64 product (tolerance 0.3146). Both accumulate in fp32 and round once at the
 # end; the blog's 0.03125 is one fp16 step for outputs between 32 and 64, a difference in the order of the sums.
 #
 # ## One row against cuBLAS
@@ -255,17 +256,17 @@ for who, label in (("torch", "torch a @ w.t()"), ("triton", f"Triton matmul, til
     helpers.record(f"matmul.host_decode_{who}_ms", host_ms[who], "ms", f"{label}, {decode_shape}; {host_note}")
 
 # %% [markdown]
-# On the committed H200 run our kernel took 11.5 µs of GPU time at the model shape against PyTorch's 4.28 µs
-# (2.68x slower), and 11.2 against 3.78 µs at the decode shape (2.97x slower). The model shape has 128 times the
-# arithmetic and cost our kernel no more time: neither call pays for its flops. At one row, on the committed H200
-# run, our kernel read the weight at 561 GB/s and cuBLAS at 1,667 GB/s, from the L2 and still far below the
-# memory's nominal 4,800 GB/s. On the host, one call at one row cost 54.0 µs through our Python launcher against
-# 19.2 µs for PyTorch's on the committed H200 run, one kernel each: a call costs the host several times what it
-# costs the GPU, a point the model section returns to.
+# On the committed H200 run our kernel took 11.53 µs of GPU time at the model shape against PyTorch's 4.320 µs
+# (2.66x slower), and 11.30 against 3.770 µs at the decode shape (3.00x slower). The model shape has 128 times the
+# arithmetic and cost each kernel little more time: neither call pays much for its flops. At one row, on the
+# committed H200 run, our kernel read the weight at 557 GB/s and cuBLAS at 1,671 GB/s, from the L2 and still far
+# below the memory's nominal 4,800 GB/s. On the host, one call at one row cost 41.81 µs through our Python
+# launcher against 19.46 µs for PyTorch's on the committed H200 run, one kernel each: a call costs the host
+# several times what it costs the GPU, a point the model section returns to.
 #
-# The blog's 0.229 against 0.106 ms (2.16x) is of the same kind, on a T4 and a shape it does not give; its times
-# are twenty times ours. A T4 has a fifteenth of an H200's memory bandwidth, and the post gives neither its shape
-# nor its clock, so the two pairs can be set side by side as ratios, not number for number.
+# The blog's 0.229 against 0.106 ms (2.16x) is of the same kind; its times are about twenty times ours. A T4 has
+# a fifteenth of an H200's memory bandwidth, and the post gives neither its shape nor its clock, so the two pairs
+# can be set side by side as ratios, not number for number.
 #
 # ## Sweeping the tiles at one row
 #
@@ -318,13 +319,13 @@ plt.show()
 # %% [markdown]
 # ### What the sweep shows
 #
-# Read the `K steps` column first. On the committed H200 run the nine tiles took 8.98 to 16.4 µs, and the steps
-# ordered them: the one tile with 16 steps (m16_n128_k64) was the fastest at 8.98 µs, 1.25x faster than the
-# default tile; the one with 64 steps (m16_n16_k16) the slowest at 16.4 µs, 1.83x slower than the fastest; the
-# seven with 32 steps lay between, 10.5 to 15.6 µs. Divided by its steps, the default tile spends about 0.35 µs
-# per step: the time of one trip for a block of the weight, from L2 here, plus the multiply and the loop's own
-# work. That is what "latency-bound" means for a K loop: one program has only its next block or two in flight,
-# so it cannot pull the weight any faster than one block per round trip.
+# Read the `K steps` column first. On the committed H200 run the steps ordered the nine tiles: the one with 16 steps
+# (m16_n128_k64) was the fastest at 9.034 µs, 1.25x faster than the default tile; the one with 64 steps
+# (m16_n16_k16) the slowest at 16.58 µs, 1.46x slower than the default; the seven with 32 steps lay between, 10.60
+# to 15.66 µs. Divided by its steps, the default tile spends about 0.35 µs per step: the time of one trip for a
+# block of the weight, from L2 here, plus the multiply and the loop's own work. That is what "latency-bound" means
+# for a K loop: one program has only its next block or two in flight, so it cannot pull the weight any faster than
+# one block per round trip.
 #
 # The `µs per K step` column is not constant: it grows with the KiB each program loads per step, from about
 # 0.26 µs for the 16 x 16 tile's half KiB to about 0.56 µs for the 16 KiB of m16_n128_k64. A larger block takes
@@ -336,7 +337,7 @@ plt.show()
 # which differs from the default in `BLOCK_M` alone, was 1.14x slower on the committed H200 run, the padding
 # rows riding along in the tensor cores and the accumulator.
 #
-# No tile came near cuBLAS: on the committed H200 run even the fastest was 2.38x slower. cuBLAS has a kernel made
+# No tile came near cuBLAS: on the committed H200 run even the fastest was about 2.4x slower. cuBLAS has a kernel made
 # for one row (a matrix-vector product) that spreads the weight over all the SMs and keeps many loads in flight
 # per SM; [chapter 9](09_faster_on_purpose.ipynb) writes one.
 
@@ -372,7 +373,7 @@ helpers.show(kinds)
 # **Predict first.** cuBLAS keeps many loads in flight on every SM, so a longer trip costs it little: a few
 # microseconds per projection either way. Our kernel waits for each of its 32 to 64 trips in turn, so every
 # extra bit of latency is paid 32 to 64 times. Expect our extra time over cuBLAS per projection to grow from
-# warm to cold by two to three times, towards the 22 µs that the model's GPU-busy time showed per attention
+# warm to cold by two to three times, towards the 21 µs that the model's GPU-busy time showed per attention
 # projection on the committed H200 run. (In CPU mode there is no cache to miss: expect nothing.)
 
 # %%
@@ -398,10 +399,10 @@ print(helpers.verdict_line(f"ours, cold / warm, {CLOCK}", over(l2, "ours, cold",
 
 # %% [markdown]
 # The table gives the two prices of one projection of ours on the GPU: warm, what a microbenchmark sees, and cold,
-# what the model pays. If the cold row's extra over cuBLAS lands near 22 µs while the warm row's stays near the
-# few microseconds of the decode shape (about 7.4 µs), the microbenchmark and the model agree: the kernel did
-# not change, its trips got longer. If your run says otherwise, the model's extra GPU time has another source,
-# and the profile below is the place to look.
+# what the model pays. On the committed H200 run our extra over cuBLAS was 6.963 µs warm, near the decode
+# shape's (about 7.5), and 22.49 µs cold, about 3.2 times as much, a little beyond the prediction; cuBLAS slowed
+# only 1.08x from warm to cold, ours 2.18x. The cold price is close to the 20.88 µs per attention projection that
+# the model's GPU-busy time shows below (committed H200 run): the kernel did not change, its trips got longer.
 #
 # ## The projections of the model
 #
@@ -495,29 +496,27 @@ plt.show()
 # %% [markdown]
 # ### What the model shows
 #
-# On the committed H200 run the original generated 45.40 tokens/s. With the 112 attention projections on our
-# matmul each generation took 1.32x as long (quartiles 1.29-1.37), with the 84 MLP projections as well 1.40x
-# (quartiles 1.36-1.43), and with `lm_head` and the two-pass RMSNorms on top 1.32x (quartiles 1.29-1.36), all
-# against an A/A floor of 0.994 on the committed H200 run. The blog's T4 gave 23 to 17 tokens/s, 1.41x and 1.33x
-# for the same steps: the same pattern, step for step.
+# On the committed H200 run the original generated 33.21 tokens/s. With the 112 attention projections on our
+# matmul each generation took 1.32x as long (quartiles 1.22-1.42), with the 84 MLP projections as well 1.35x
+# (quartiles 1.26-1.46), and with `lm_head` and the two-pass RMSNorms on top 1.31x (quartiles 1.22-1.43), all
+# against an A/A floor of 0.967 on the committed H200 run. The blog's T4 gave 23 to 17 tokens/s, 1.41x and 1.33x
+# for the same steps; here the three steps' quartiles overlap, and only the first stands clear of the one before.
 #
-# Per decoded token, on the committed H200 run, the attention projections took the wall time from 21.76 to
-# 28.72 ms and the GPU-busy time from 3.382 to 5.856 ms, with 1,655 kernels before and after: one launch for
-# one, as predicted. That is about 62 µs of wall time and about 22 µs of GPU time per projection. Set beside the
-# prices: one call of ours cost the host about 35 µs more than cuBLAS's (54.0 against 19.2 µs on the committed
-# H200 run), and the model's 22 µs of extra GPU time is three times what the kernel costs over cuBLAS when
-# its weight sits in the L2 (about 7.4 µs), as the cold measurement above is there to test. Host plus GPU,
-# about 57 µs, comes near the measured 62: at the ceiling of the prediction, as if the GPU's extra time did not
-# hide behind the host's. This chapter cannot tell that from the other candidate, a call of ours costing the host more
-# inside `generate()` (its module's `forward`, the launcher's checks) than in a loop of bare calls;
-# [chapter 8](08_lessons.ipynb) prices every module inside the model.
+# Per decoded token, on the committed H200 run, the attention projections took the wall time from 29.36 to
+# 39.35 ms and the GPU-busy time from 3.395 to 5.734 ms, with 1,655 kernels before and after: one launch for
+# one, as predicted. That is about 89 µs of wall time and about 21 µs of GPU time per projection. The GPU part
+# matches the cold price above. The wall part missed the prediction: on the committed H200 run it was twice the
+# ceiling of 44.84 µs (host 22.35 plus GPU 22.49). This chapter cannot say where the rest goes; one candidate is
+# a call of ours costing the host more inside `generate()` (its module's `forward`, the launcher's checks) than
+# in a loop of bare calls, and [chapter 8](08_lessons.ipynb) prices every module inside the model.
 #
 # The MLP step says the same thing about the K loop. On the committed H200 run it took the GPU-busy time from
-# 5.856 to 8.695 ms, about 34 µs per MLP projection against the attention's 22: `down_proj` walks $K = 3072$ in 96
-# steps, so the MLP's three projections average 53 steps against the attention's 40. The last step swaps 113
-# RMSNorms of 8 PyTorch kernels each for our two-pass kernel of 2: on the committed H200 run the kernels per token
-# fell to 949, and the generation was no slower than with the projections alone. The blog's last step (1.33x)
-# likewise came out below its attention + MLP step (1.41x).
+# 5.734 to 8.489 ms, about 33 µs per MLP projection against the attention's 21: `down_proj` walks $K = 3072$ in 96
+# steps, so the MLP's three projections average 53 steps against the attention's 40. Its wall time, about 10 µs
+# per projection, fell under the host's floor, a difference lost in the steps' overlapping quartiles. The last
+# step swaps 113 RMSNorms of 8 PyTorch kernels each for our two-pass kernel of 2: on the committed H200 run the
+# kernels per token fell to 949, and the generation was no slower than with the projections alone. The blog's
+# last step (1.33x) likewise came out below its attention + MLP step (1.41x).
 #
 # ## A look inside: what the compiler made, and the roofline
 #
@@ -552,10 +551,10 @@ display({"text/plain": helpers.ptx_excerpt("matmul_kernel", DEFAULT.name, 75, r"
 # grid start together, on 48 of the 132 SMs, as "The idea" assumed.
 #
 # **The roofline.** At one row the intensity is $2NK / 2(K + NK + N)$, just under one flop per byte (0.999 at the
-# full decode shape on the committed H200 run), about 200 times left of the H200's ridge point (989 TFLOP/s over
-# 4,800 GB/s): memory-bound at best, whatever the tile. On the committed H200 run the default tile reached 0.561
-# TFLOP/s at one row and cuBLAS 1.67, both well under the memory roof: latency and fixed cost held them there, not
-# bandwidth. The figure adds this run's cold points (the attention projections from HBM) and the model shape.
+# full decode shape), about 200 times left of the H200's ridge point (989 TFLOP/s over 4,800 GB/s): memory-bound
+# at best, whatever the tile. On the committed H200 run the default tile reached about 0.56 TFLOP/s at one row and
+# cuBLAS about 1.67, both well under the memory roof: latency and fixed cost held them there, not bandwidth. The
+# figure adds this run's cold points (the attention projections from HBM) and the model shape.
 
 # %%
 if helpers.HAS_GPU and helpers.SLUG in helpers.NOMINAL_TFLOPS and helpers.SLUG in helpers.NOMINAL_GB_S:
@@ -608,7 +607,7 @@ measured = helpers.check_answer(answer, cmp.ratios[change], cmp.floor, change=ch
 # %% [markdown]
 # **2. No pipelining, with many rows.** At the model shape, `num_stages` from 2 to 1: the K loop no longer copies
 # the next chunk into shared memory while it multiplies the current one, so every step waits for its loads. On
-# sm_80 and newer expect clearly **slower** (on the committed H200 run, 1.57x slower); a T4 has no asynchronous
+# sm_80 and newer expect clearly **slower** (on the committed H200 run, 1.56x slower); a T4 has no asynchronous
 # copies, and there the two settings compile alike: "same".
 
 # %%
@@ -627,11 +626,11 @@ measured = helpers.check_answer(answer, cmp.ratios[change], cmp.floor, change=ch
 # ## Takeaway
 #
 # - A tiled matmul gives each program one output tile and walks $K$ in chunks, accumulating in fp32; checked
-#   against float64 on odd shapes, every tile is right, and slower than cuBLAS (on the committed H200 run 2.68x
-#   with 128 rows, 2.97x with one).
+#   against float64 on odd shapes, every tile is right, and slower than cuBLAS (on the committed H200 run 2.66x
+#   with 128 rows, 3.00x with one).
 # - With one row nothing is reused and every program runs at once, so a call lasts one program's K loop: the time
 #   follows the K steps first and the programs second, set by latency, not bandwidth.
 # - A microbenchmark that replays one weight reads it from the L2; the model reads every weight from HBM, where
-#   each trip of the K loop takes longer: about 7.4 µs extra per call alone, about 22 µs per projection inside.
+#   each trip of the K loop takes longer: about 7 µs extra per call warm, 22 µs cold, 21 µs in the model.
 #
 # Next, in chapter 5, attention itself.

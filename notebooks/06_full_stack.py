@@ -22,25 +22,25 @@
 # ## What you will see
 #
 # All the custom kernels of chapters 3 to 5 together make the model about four and a half times slower, and
-# almost none of that time is the GPU working. On the committed H200 run the all-custom model generated
-# 8.64 tokens/s against 41.33 for the original: 4.47x slower, round by round (quartiles 4.33-4.71, A/A floor
-# 1.006).
+# little of the added time is the GPU working. On the committed H200 run the all-custom model generated
+# 11.05 tokens/s against 51.18 for the original: 4.58x slower, round by round (quartiles 4.52-4.72, A/A floor
+# 1.004).
 #
 # Per decoded token, on the committed H200 run:
 #
 # | | original | all custom |
 # | --- | --- | --- |
 # | kernel launches | 1,655 | 3,217 |
-# | GPU-busy ms | 3.39 | 10.95 |
-# | wall ms | 23.79 | 107.3 |
-# | GPU idle | 86% | 90% |
-# | share of the weight-read floor | about 1% | about 0.2% |
+# | GPU-busy ms | 3.45 | 10.77 |
+# | wall ms | 19.32 | 89.17 |
+# | GPU idle | 82% | 88% |
+# | share of the weight-read floor | about 1% | about 0.3% |
 #
 # The custom model launches twice as many kernels and keeps the GPU busy three times as long, yet the
-# GPU-busy time is a small part of the 83.5 wall ms it adds to every token: the host spends the rest
-# launching kernels, 48.6 µs per extra launch on the committed H200 run. Neither model comes near the
+# GPU-busy time is a small part of the 69.8 wall ms it adds to every token: the host spends the rest
+# launching kernels, 40.0 µs per extra launch on the committed H200 run. Neither model comes near the
 # hardware's limit: reading the model's weights (about 1.2 GB in fp16) once per token at the H200's nominal
-# 4,800 GB/s would take about 0.25 ms, and even the original takes about a hundred times that.
+# 4,800 GB/s would take about 0.25 ms, and even the original takes about 80 times that.
 #
 # The outputs agree for a long time and then part. On the committed H200 run the two greedy streams first
 # differed at generated token 298 of 384, at a near-tie: the original's two best tokens were 0.00195 apart in
@@ -284,10 +284,8 @@ plt.show()
 # %% [markdown]
 # ## What the numbers show
 #
-# On the committed H200 run the all-custom model's generations took 4.47x the original's time, median of 24
-# rounds (quartiles 4.33-4.71), against an A/A floor of 1.006: far outside the noise. Per decoded token the wall
-# time went from 23.79 to 107.3 ms, about 4.5 times, so the per-token walls tell the same story as whole
-# generations: the prefill is one pass out of 8 and barely moves the ratio.
+# On the committed H200 run the wall time per decoded token went from 19.32 to 89.17 ms, about 4.6 times, close
+# to the 4.58x of whole generations: the prefill is one pass out of 8 and barely moves the ratio.
 #
 # The four predictions, judged on the committed H200 run:
 #
@@ -295,27 +293,27 @@ plt.show()
 # 2. **Held, for the wrong reason.** All launches rose from 1,655 to 3,217, by 1,562 against the predicted
 #    1,344: 16% over, inside a 20% bar. The next section shows the guess behind it was wrong twice, and the two
 #    errors cancelled.
-# 3. **Held.** The GPU-busy time tripled, from 3.39 to 10.95 ms, but of the 83.5 wall ms added per token it
-#    accounts for 7.56 ms, 9%.
-# 4. **Held.** The other 91% of the added time, spread over 1,562 extra launches, is 48.6 µs of host time per
-#    extra launch: three times chapter 2's empty Triton launch, and about four times the 12 µs of idle GPU
-#    per launch that the original's own launches cost (23.79 minus 3.39 ms over 1,655 launches).
+# 3. **Held.** The GPU-busy time tripled, from 3.45 to 10.77 ms, but of the 69.8 wall ms added per token it
+#    accounts for 7.32 ms, 10%.
+# 4. **Held.** The other 90% of the added time, spread over 1,562 extra launches, is 40.0 µs of host time per
+#    extra launch: two and a half times chapter 2's empty Triton launch, and about four times the 9.6 µs of
+#    idle GPU per launch that the original's own launches cost (19.32 minus 3.45 ms over 1,655 launches).
 #
 # So the slowdown is launching, not computing. On the GPU some custom kernels are slower than PyTorch's and
 # some faster (the exercises below time three of them alone), but the GPU finishes them long before the host
-# has launched the next: it sat idle 86% of each original token and 90% of each custom one. The extra launches are also dearer
-# than the original's: most of them are ours, each through a Python launcher that checks its inputs and
+# has launched the next: it sat idle 82% of each original token and 88% of each custom one. The extra launches
+# are also dearer than the original's: most of them are ours, each through a Python launcher that checks its inputs and
 # computes a grid, and the attention loop slices and masks each head in Python, where PyTorch dispatches its
 # ops from C++. [Chapter 8](08_lessons.ipynb) prices each kind of call on its own.
 #
 # The weight-read floor puts both models in perspective. Reading about 1.2 GB of weights at 4,800 GB/s takes
-# about 0.25 ms: the original's 23.79 ms per token reaches about 1% of that pace, the custom model's about
-# 0.2%. Even the GPU-busy time alone is about 14 times the floor for the original and about 44 times for the
+# about 0.25 ms: the original's 19.32 ms per token reaches about 1% of that pace, the custom model's about
+# 0.3%. Even the GPU-busy time alone is about 14 times the floor for the original and about 43 times for the
 # custom model: 1,655 short kernels each pay a fixed cost to start, whatever they move. Decoding one token at a
 # time from Python, neither model is limited by the memory; both wait on the host (chapter 1's *overhead-bound*
 # regime, [the three regimes](01_setup.ipynb#Three-regimes)).
 #
-# Against the blog's T4: 3.59x there, 4.47x on the committed H200 run. The two come from different machines,
+# Against the blog's T4: 3.59x there, 4.58x on the committed H200 run. The two come from different machines,
 # generation lengths (512 tokens against 8) and timing methods, so only the direction compares. A faster GPU
 # shrinks the kernels more than it shrinks the host's cost of launching them, so the more launch-bound a
 # machine, the more a doubling of launches shows in its slowdown.
@@ -380,9 +378,9 @@ else:
 
 # %% [markdown]
 # On the committed H200 run the traced original step ran 1,619 kernels and the all-custom step 3,181, each
-# kernel launched by one host call. Under the profiler the steps spanned 70,444 and 307,657 µs, about three
-# times the rounds' wall time per token (the profiler's own cost on the host), while the GPU was busy for about
-# 3.4 and about 11 ms of them: 95% and 96% of each step was gap. In the zoom on one layer, look for the GPU lane
+# kernel launched by one host call. Under the profiler the steps spanned 31,858 and 131,779 µs, about one and
+# a half times the rounds' wall time per token (the profiler's own cost on the host), while the GPU was busy for
+# about 3.4 and about 11 ms of them: 89% and 92% of each step was gap. In the zoom on one layer, look for the GPU lane
 # as a row of thin kernels separated by wider gaps, each gap ending when the host's next launch arrives, and in
 # the custom row for the attention loop's long run of tiny kernels, three per head, with the PyTorch ops
 # between them.
@@ -533,7 +531,7 @@ quiet = torch.no_grad()  # a call wrapped in it records no autograd graph
 # kernel's fixed cost. Faster or slower?
 #
 # *What to expect:* faster, by something like the ratio of the kernel counts, not exactly, since the chain's
-# kernels do different amounts of work. On the committed H200 run the two-pass call took about 0.22 of the
+# kernels do different amounts of work. On the committed H200 run the two-pass call took about 0.21 of the
 # chain's GPU time, close to chapter 3's figure for the same call.
 
 # %%
@@ -551,7 +549,7 @@ measured = helpers.check_answer(answer, cmp.ratios["two-pass RMSNorm"], cmp.floo
 #
 # *What to expect:* slower by dozens of times: the keys and values are a few hundred kB, so here too the
 # kernel count sets the GPU time. On the committed H200 run the loop was 82 kernels against SDPA's 1, and
-# about 55 times slower.
+# about 54 times slower.
 
 # %%
 answer = None  # your guess: "faster", "slower" or "same"
@@ -574,7 +572,7 @@ measured = helpers.check_answer(answer, cmp.ratios["per-head loop"], cmp.floor,
 # fewer programs than an H200 has SMs, so part of the GPU never pulls on the weight, where cuBLAS picks a
 # kernel shaped for a single row.
 #
-# *What to expect:* on an H200, slower (about 2.8 times on the committed H200 run, near chapter 4's figure for
+# *What to expect:* on an H200, slower (about 2.9 times on the committed H200 run, near chapter 4's figure for
 # the same shape). On a T4, with 40 SMs and a fifteenth of the bandwidth, our programs cover every SM and the
 # read itself dominates, so the gap may be much smaller.
 
@@ -593,7 +591,7 @@ measured = helpers.check_answer(answer, cmp.ratios["tiled matmul"], cmp.floor,
 # - Every RMSNorm, projection and attention module can run on our own kernels and the model still computes the
 #   same function, to within rounding; greedy decoding turns a rounding-sized difference into a different
 #   token only at a near-tie.
-# - The full stack was 4.47x slower on the committed H200 run, and 91% of the time it added per token was the
+# - The full stack was 4.58x slower on the committed H200 run, and 90% of the time it added per token was the
 #   GPU waiting for the host to launch the next kernel: at batch size 1, launches, not arithmetic, set the pace.
 # - Launches, GPU-busy time and wall time per token, set beside the weight-read floor, explain a slowdown in
 #   one table; next, [chapter 7](07_context_sweep.ipynb) asks whether it holds as the prompt grows.

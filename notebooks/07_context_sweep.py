@@ -21,10 +21,10 @@
 #
 # ## What you will see
 #
-# The slowdown holds. On the committed H200 run, the all-custom model was 4.74x slower than the original at a
-# 128-token prompt and 4.93x slower at 1,024 tokens, with no consistent trend between the two ends.
-# Neither model's prefill grew with the prompt: on the committed H200 run the original's took 35.19 ms at 128
-# tokens and 31.74 ms at 1,024, the custom model's 156.6 ms and 136.1 ms. Each prefill cost about what one
+# The slowdown holds. On the committed H200 run, the all-custom model was 4.46x slower than the original at a
+# 128-token prompt and 4.47x slower at 1,024 tokens, with no consistent trend in between. Both models'
+# prefills grew a little with the prompt, in step: on the committed H200 run the original's took 21.53 ms at
+# 128 tokens and 23.01 ms at 1,024, the custom model's 91.03 ms and 99.19 ms. Each prefill cost about what one
 # decoded token did. The reason is arithmetic: a 1,024-token prefill is about 1 TFLOP, which an H200 does in
 # about a millisecond, hidden behind the tens of milliseconds the host spends launching the pass's kernels. On a
 # T4 the custom model's matmuls run on the ordinary FMA cores, and the same prefill needs at least about 126 ms
@@ -137,9 +137,9 @@ helpers.show(pd.DataFrame([{"GPU and path": path, "fp16 peak TFLOP/s": peak,
 # from at least about 14 ms at 128 tokens to at least about 126 ms at 1,024, most of one of its decode steps:
 # somewhere in the blog's sweep the T4's prefill stops being a pass of launches and becomes a pass of
 # arithmetic. The original's grows from about 2 to about 16 ms on the tensor cores, a third of its step. On the
-# H200 the whole 1,024-token prefill is about 1 ms of arithmetic, beside passes that cost about 30 ms
-# (original) and 150 ms (custom) of launches: at every length in the sweep the prefill stays a pass the size of
-# a decode step. The blog's mechanism has room to act on a T4 and none on an H200.
+# H200 the whole 1,024-token prefill is about 1 ms of arithmetic, beside passes that cost about 20 ms
+# (original) and 90 to 100 ms (custom) of launches: at every length in the sweep the prefill stays a pass the
+# size of a decode step. The blog's mechanism has room to act on a T4 and none on an H200.
 #
 # This arithmetic says where the prefill can matter, not that it accounts for the blog's whole 18%. At these
 # peaks, going from 128 to 1,024 tokens adds about 2% to the custom model's 32-token generation on a T4 and
@@ -173,15 +173,15 @@ helpers.show(pd.DataFrame([{"GPU and path": path, "fp16 peak TFLOP/s": peak,
 # ### How many rounds?
 #
 # A sweep can only see a trend larger than its noise threshold, which is twice the A/A floor's distance from 1
-# (at least 5%). An earlier H200 run of this sweep timed 4 rounds of 32 new tokens at each length; its A/A
-# floors landed as far out as 0.74 and 1.15, thresholds of 52% and 30%, far too loose for an 18% trend. Counted
-# from that run's times (about 1.0 s for the original's 32 tokens, 4.9 s for the custom model's), one round of
-# 32 tokens costs about 7 s on the H200 and 12 rounds at three lengths would have taken over four minutes. So
-# this sweep generates 8 new tokens instead: a round takes about 2 s, and 16 rounds at each of the four lengths
-# fit in about the same two minutes as the earlier run's 4. Shorter rounds leave the host less time to drift between
-# the original and its copy, and the median of 16 rounds moves less than the median of 4. On the H200 a prefill
-# costs about one decode step, so tokens/s hardly depends on the number of new tokens; on a T4, 8 new tokens
-# weigh the prefill four times more than the blog's 32, which makes its growth easier to see.
+# (at least 5%). An earlier H200 run of this sweep timed 4 rounds of 32 new tokens at each length; its A/A floors
+# landed as far out as 0.74 and 1.15, thresholds of 52% and 30%, far too loose for an 18% trend. Counted from
+# that run's times (about 1.0 s for the original's 32 tokens, 4.9 s for the custom model's), one round of 32
+# tokens costs about 7 s on the H200. So this sweep generates 8 new tokens instead: a round takes about 2 s, and
+# 16 rounds at each of the four lengths fit in about the same two minutes as the earlier run's 4. Shorter rounds
+# leave the host less time to drift between the original and its copy, and the median of 16 rounds moves less
+# than the median of 4. On the H200 a prefill costs about one decode step, so tokens/s hardly depends on the
+# number of new tokens; on a T4, 8 new tokens weigh the prefill four times more than the blog's 32, which makes
+# its growth easier to see.
 #
 # The prompt lengths run one after another, so an absolute time (ms) also carries the host's drift from one
 # length to the next; a slowdown, taken within each round, cancels it. Read the trend from the slowdowns.
@@ -302,29 +302,27 @@ plt.show()
 # %% [markdown]
 # ## What it shows
 #
-# **The slowdown held.** On the committed H200 run the all-custom model's whole generations were 4.74x slower
-# at 128 tokens, 4.70x at 256, 4.59x at 512 and 4.93x at 1,024, and their A/A floors were 1.016, 0.9933, 0.7396
-# and 1.152. Read from every point, that is no consistent trend; and nothing in it falls the way the blog's T4
-# sweep did. The figure's left panel shows it: the three slowdowns (whole generation, prefill, per decoded
-# token) stay level well above the A/A floor.
+# **The slowdown held.** On the committed H200 run the all-custom model's whole generations were 4.46x slower
+# at 128 tokens, 4.68x at 256, 4.60x at 512 and 4.47x at 1,024, and their A/A floors were 1.002, 1.024, 0.9971
+# and 1.000. Read from every point, that is no consistent trend; and nothing in it falls the way the blog's T4
+# sweep did. The figure's left panel shows it: the three slowdowns stay level well above the A/A floor.
 #
-# **Neither phase grew with the prompt.** On the committed H200 run the original took 31.7 ms per decoded token
-# at 128 tokens and 29.2 ms at 1,024, the custom model 151.5 ms and 148.9 ms, and each model's prefill (quoted
-# at the top) cost about as much as one of its decoded tokens at every length. That is the right panel: the
-# prefill and decode lines of each model lie close together and run flat. A pass over 1,024 tokens costs the
+# **Both phases crept up with the prompt, in step.** On the committed H200 run the original took 19.34 ms per
+# decoded token at 128 tokens and 21.55 ms at 1,024, the custom model 88.78 ms and 97.36 ms, and the trend table
+# reads all four absolute times as grown, by 7% to 11%. The prediction of flat times missed. The KV cache
+# (microseconds) and the prefill's extra arithmetic (about a millisecond) cannot explain about 9 ms more per
+# decoded token in the custom model; this run does not say what does (the lengths ran one after another, so the
+# host's drift is one suspect). Each model's prefill still cost about as much as one of its decoded tokens at
+# every length: in the right panel each model's two lines lie close together. A pass over 1,024 tokens costs the
 # H200 about as much wall time as a pass over one, because both are set by the kernels the host launches, the
-# same number at every length, and the prefill's extra millisecond of arithmetic hides behind them. That is
-# the arithmetic table coming true: no prefill that grows, so no fall in the slowdown.
+# same number at every length. Both models grew by about the same fraction, so the slowdown did not fall.
 #
 # **The noise decides what a sweep can say.** A flat reading means something only when the noise threshold is
-# smaller than the trend you are looking for. Check the threshold column of the trend table: with 16 short
-# rounds per length it should sit near the 5% minimum, well under the blog's 18%, and then a flat reading rules
-# out a trend as large as the blog's. Where one length's A/A floor strays far from 1 (the host drifted during
-# that comparison), its threshold widens with it: run that length again before reading the trend.
-#
-# On a T4, read the prefill columns first: the custom model's prefill should grow from the shortest prompt to
-# the longest by most of a decode step, the original's by less, and that growth, not the decode steps, is what
-# moves the slowdown there.
+# smaller than the trend you are looking for. Check the threshold column of the trend table: on the committed
+# H200 run, with 16 short rounds per length, it sat at the 5% minimum for every quantity, well under the blog's
+# 18%, so the flat slowdown rules out a trend as large as the blog's. Where one length's A/A floor strays far
+# from 1 (the host drifted during that comparison), its threshold widens with it: run that length again before
+# reading the trend.
 #
 # ## Beside the blog's T4 numbers
 
@@ -335,10 +333,11 @@ helpers.show(side.assign(L=side["id"].str.extract(r"(\d+)", expand=False).astype
              .drop(columns="L").reset_index(drop=True))
 
 # %% [markdown]
-# The blog's T4 slowdown ranged from 3.2x to 3.9x; the committed H200 run's from 4.59x to 4.93x. In the blog's
+# The blog's T4 slowdown ranged from 3.2x to 3.9x; the committed H200 run's from 4.46x to 4.68x. In the blog's
 # final-stack run on the T4 the original made 22.58 tokens/s, and its custom model stayed near 6 in the sweep.
-# On the committed H200 run the original made 31.47 tokens/s at 128 prompt tokens and the custom model 6.594:
-# the H200's slowdown is the larger because its original is faster while its custom model is about as slow.
+# On the committed H200 run the original made 50.89 tokens/s at 128 prompt tokens and the custom model 11.29:
+# both are faster than on the T4, the original more than twice as fast and the custom model less than twice, so
+# the H200's slowdown is the larger.
 # Both models are launch-bound on either machine, so these tokens/s measure the host that launches the kernels
 # as much as the GPU that runs them.
 #
@@ -398,7 +397,7 @@ measured = helpers.check_answer(answer, cmp.ratios["longer prompt"], cmp.floor,
 # %% [markdown]
 # **3. On paper.** Redo the arithmetic table for a 4,096-token prompt with `prefill_flops(4096)`. At what
 # prompt length would the custom model's prefill arithmetic on the H200 reach one of its decode steps (about
-# 150 ms)? (Mind attention's square, and the model's 40,960-token limit.)
+# 90 ms)? (Mind attention's square, and the model's 40,960-token limit.)
 #
 # Chapter 8 gathers every number of the series into one table and reads the lessons off it.
 #

@@ -23,13 +23,14 @@
 #
 # The blog's biggest lesson holds on an H200, and more strongly than on its T4: a kernel can be correct and
 # still make the model slower, and at batch size 1 the host, launching one small kernel after another, sets
-# the pace. On the committed H200 run chapter 6's all-custom model was 4.471x slower than the original (the
+# the pace. On the committed H200 run chapter 6's all-custom model was 4.578x slower than the original (the
 # blog's T4: 3.59x), the per-head attention loop alone made it 4.305x slower, and the original kept its GPU
-# busy for 3.433 of its 26.28 wall ms per decoded token. Where the H200 and the T4 disagree, three things
+# busy for 3.418 of its 28.12 wall ms per decoded token. Where the H200 and the T4 disagree, three things
 # explain it: the clock a kernel was timed on, a much faster GPU (it shortens the original's step, while the
-# launch-bound custom model hardly gains), and how much arithmetic a long prompt costs (chapter 7). A launch budget built from each module's host price predicts most of what the attention loop
-# adds per decoded token (83.72 predicted against 87.28 ms measured on the committed H200 run) but only about
-# half of what the attention projections add: one in-situ factor does not fit every kind of call.
+# launch-bound custom model hardly gains), and how much arithmetic a long prompt costs (chapter 7). A launch
+# budget built from each module's host price predicts most of what the attention loop adds per decoded token
+# (95.13 predicted against 98.11 ms measured on the committed H200 run) but only a little over half of what
+# the attention projections add: one in-situ factor does not fit every kind of call.
 #
 # The H200 could not reach the model hub, so it ran Qwen3-0.6B's exact architecture with seeded random
 # weights. Timings depend on the shapes, not on the weights' values; generated text (and where two models'
@@ -160,37 +161,37 @@ helpers.show(evidence.drop(columns=["yours", "yours verdict"]) if same_dir else 
 # the two machines can differ.
 #
 # **1. A correct kernel is not automatically a fast one.** The blog's T4 put its add at 1.81x PyTorch's time.
-# On the GPU's own clock the committed H200 run found our add within noise of `torch.add` (1.003), while per
-# call on the host's clock it cost 3.408x as much. Our add is a plain streaming kernel and reaches the same
+# On the GPU's own clock the committed H200 run found our add within noise of `torch.add` (1.009), while per
+# call on the host's clock it cost 2.810x as much. Our add is a plain streaming kernel and reaches the same
 # bandwidth as PyTorch's; what is slower is the Python around its launch (chapter 2). A timing that catches part
 # of the launch sees ours slower, one that does not sees a tie, and the blog does not name its clock.
 #
 # **2. Un-fusing costs memory traffic, but PyTorch's RMSNorm is already un-fused.** The blog's two-pass kernel
 # was 1.26x slower than PyTorch's and the model lost about a quarter of its tokens/s. On the committed H200 run
-# the two-pass kernel was 5.92x faster than the RMSNorm that Qwen3's module runs (0.1689), and swapping all 113 norms
-# left the model within noise of the original (1.005). Qwen3's `Qwen3RMSNorm` in eager PyTorch launches eight
-# small kernels per call (the price list below), ours two; the extra read and write of the two-pass kernel
-# costs far less than six launches. The blog does not say which PyTorch RMSNorm it timed; chapter 3 times
-# the one the model runs, and the model run is where it counts.
+# the two-pass kernel was 5.93x faster than the RMSNorm that Qwen3's module runs (0.1687): in eager PyTorch
+# `Qwen3RMSNorm` launches eight small kernels per call (the price list below), ours two. Swapped into all 113
+# norms it did not speed the model up: within noise in chapter 3 (1.030), which had predicted about 11% faster,
+# and 1.05x slower in this chapter's comparison (1.054). Inside the model a two-pass call cost the host about
+# what an eager one did. The blog does not say which PyTorch RMSNorm it timed.
 #
 # **3. A less tuned matmul costs time, and the model feels it.** On the committed H200 run our tiled matmul took
-# 2.688x cuBLAS's GPU time (the blog's T4: 2.160 from its two times). Swapped into the model, the three
-# projection swaps are where the two machines agree best: 1.330, 1.423 and 1.359 on the committed H200 run
-# against the blog's 1.353, 1.410 and 1.327. On the committed H200 run a swapped projection adds mostly host
-# work: 58.62 µs to issue one `TritonLinear` call against 21.36 µs for the `nn.Linear` it replaces (the price
-# list below). The blog saw all projections plus the RMSNorm cost less than the attention and MLP projections
-# alone, and so did chapter 4 and this chapter's comparison on the H200: the two-pass RMSNorm removes launches
-# (lesson 2), which pays for the one extra projection.
+# 2.669x cuBLAS's GPU time (the blog's T4: 2.160 from its two times). Swapped into the model, the three
+# projection swaps are where the two machines agree best: 1.320, 1.345 and 1.313 on the committed H200 run
+# (chapter 4) against the blog's 1.353, 1.410 and 1.327. On the committed H200 run a swapped projection adds
+# mostly host work: 69.62 µs to issue one `TritonLinear` call against 25.28 µs for the `nn.Linear` it replaces
+# (the price list below). The blog saw all projections plus the RMSNorm cost less than the attention and MLP
+# projections alone; so did chapter 4 and this chapter's comparison on the H200, but by less than the spread of
+# their rounds.
 #
 # **4. Launches are the price.** A loop over heads launches 82 kernels per call where SDPA launches one. On the
-# committed H200 run it took 38.59x SDPA's GPU time and 137.4x its host time per call, and swapped into the
+# committed H200 run it took 37.89x SDPA's GPU time and 170.1x its host time per call, and swapped into the
 # model it made a generation 4.305x slower, the costliest single swap of the series (the blog did not swap it
 # in alone). The blog's 8.5 against 0.149 ms is a ratio of about 57 on a clock it does not name, between our
 # two.
 #
 # **5. Everything at once: a larger slowdown on the faster GPU.** The blog's T4: 3.59x. The committed H200 run:
-# 4.471x. On the H200 both models run at the host's pace (lesson 8), so the ratio is close to the ratio of their
-# host work per token. On the T4 the original took about 44 ms per token (22.58 tokens/s), against 26.28 ms in
+# 4.578x. On the H200 both models run at the host's pace (lesson 8), so the ratio is close to the ratio of their
+# host work per token. On the T4 the original took about 44 ms per token (22.58 tokens/s), against 28.12 ms in
 # this chapter's H200 run: a slower GPU, and another host, made its step longer, and the same added host work is
 # then a smaller multiple of it. Two runs on different GPUs and hosts cannot split those two causes; the
 # direction is the one a faster GPU under a launch-bound decode predicts. The custom model's outputs drift from
@@ -198,21 +199,21 @@ helpers.show(evidence.drop(columns=["yours", "yours verdict"]) if same_dir else 
 # that depends on the weights, here random ones.
 #
 # **6. The slowdown holds as the context grows, and on the H200 it does not ease.** The blog's T4: 3.2x to 3.9x,
-# a little less at long prompts. The committed H200 run: 4.743 at 128 tokens and 4.931 at 1,024, no
+# a little less at long prompts. The committed H200 run: 4.462 at 128 tokens and 4.472 at 1,024, no
 # consistent trend (chapter 7). A 1,024-token prefill is about a millisecond of arithmetic on an H200, hidden
 # behind tens of milliseconds of launches; on a T4, where Triton's matmuls run on the FMA cores, it is most of
 # a decode step.
 #
 # **7. The KV cache: a lesson that needs longer generations.** The blog saw tokens/s fall by half or more
-# without the cache. The committed H200 run, at chapter 1's short prompt and few new tokens, found no
-# difference (0.9785, within noise): recomputing a few dozen rows runs through the same number of kernels,
-# and the host's launches, not their rows, set the step's time. The cache pays off once the recomputed history
-# is long enough for its arithmetic to outgrow the launches.
+# without the cache. On the committed H200 run chapter 1 found no difference, per generation at its short
+# prompt (0.9833) and per decode step out to 544 tokens (0.9715 there), both within noise: at 544 tokens the
+# recomputed history costs an H200 at least 0.5191 ms of arithmetic, hidden behind a 24.59 ms step of
+# launches. The cache pays off once that arithmetic outgrows the launches.
 #
 # **8. The GPU mostly waits.** The blog closes on Python orchestrating many small GPU operations. On the
-# committed H200 run the GPU was busy for a small share of each decoded token: 0.08104 in chapter 1, and 3.433
-# of 26.28 wall ms in this chapter's own run below. That is what makes a budget of launches a model of the
-# time: the next two sections build it and judge it.
+# committed H200 run the GPU was busy for a small share of each decoded token: 3.370 of 24.04 wall ms in
+# chapter 1, and 3.418 of 28.12 in this chapter's own run below. That is what makes a budget of launches a
+# model of the time: the next two sections build it and judge it.
 #
 # ## Measure every configuration once
 #
@@ -244,10 +245,11 @@ profiles = {name: comparison.profile(name) for name in comparison.counts}
 helpers.show(comparison.table(per_token=True))
 
 # %% [markdown]
-# On the committed H200 run the original took 26.28 wall ms per decoded token at 1,655 launches, and the
-# all-custom model 119.2 ms at 3,217. The two-pass RMSNorm *lowered* the launches to 977 and stayed within noise;
-# the per-head attention loop raised them to 3,923 and cost the most. The verdict column judges each
-# configuration's time ratio against this run's A/A floor (the row *original (again)*).
+# On the committed H200 run the original took 28.12 wall ms per decoded token at 1,655 launches, and the
+# all-custom model 134.1 ms at 3,217. The two-pass RMSNorm *lowered* the launches to 977 and still came out
+# 1.05x slower; the per-head attention loop raised them to 3,923 and cost the most of the single swaps. The
+# verdict column judges each configuration's time ratio against this run's A/A floor (the row *original
+# (again)*).
 #
 # ## The launch budget: does it predict what a swap adds?
 #
@@ -367,22 +369,23 @@ plt.show()
 # ## What the launch budget shows
 #
 # **It predicts the big change and falls short on most of the smaller ones.** On the committed H200 run the
-# in-situ factor came out at 1.103: inside the all-custom model its swaps cost the host about a tenth more than
-# their prices alone. With that one number the budget predicted 83.72 ms for what the per-head attention loop
-# adds per decoded token, against 87.28 ms measured. For the projection swaps it fell short: 4.592 ms predicted
-# against 9.738 ms measured for the attention projections, 7.875 against 11.70 for the attention and MLP
-# projections, 7.827 against 8.707 for all projections and the RMSNorm. The column *factor that would fit* says
-# why: each swap would need its own factor, around 2.3 for the attention projections alone against the 1.1
-# that the attention loop sets. A `TritonLinear` costs more inside the model than in a tight loop on its own;
-# the attention loop, whose calls are long and few, costs about what it does alone.
+# in-situ factor came out at 1.119: inside the all-custom model its swaps cost the host about 12% more than
+# their prices alone. With that one number the budget predicted 95.13 ms for what the per-head attention loop
+# adds per decoded token, against 98.11 ms measured. For the projection swaps it fell short: 4.882 ms predicted
+# against 8.600 ms measured for the attention projections, 9.170 against 12.34 for the attention and MLP
+# projections, 8.413 against 11.22 for all projections and the RMSNorm. The column *factor that would fit* says
+# why: each swap would need its own factor, about 2.0 for the attention projections alone and 1.5 for the other
+# two, against the 1.154 of the attention loop. A `TritonLinear` costs more inside the model than in a tight
+# loop on its own; the attention loop, whose calls are long and few, costs about what it does alone.
 #
-# **A change inside the noise cannot be predicted.** The two-pass RMSNorm's prices alone nearly cancel
-# (67.45 µs for ours against 71.84 µs for Qwen3's on the committed H200 run), so the budget predicts a small
-# saving, -0.6505 ms, where the run measured +1.268 ms. The swap's verdict is *within noise*: neither number
-# says more than that the change is small, and no factor can be read from it.
+# **A change near the noise cannot be predicted.** The two-pass RMSNorm's prices alone nearly cancel
+# (90.59 µs for ours against 87.33 µs for Qwen3's on the committed H200 run, quartiles overlapping), so the
+# budget predicts a small change, -0.8544 ms, where the run measured +1.291 ms. The swap's verdict, 1.05x
+# slower, sits just past the series' threshold, and chapter 3 found it within noise: the change is small, and
+# no factor can be read from it.
 #
 # **Why judge the change.** Judged on totals, the same predictions all landed within 20% of the measured wall
-# ms per decoded token, because every total holds the original's 26.28 measured ms. Judged on the change, the
+# ms per decoded token, because every total holds the original's 28.12 measured ms. Judged on the change, the
 # budget is right about what dominates (the attention loop's launches) and tells you, by how far each
 # projection swap lies off the line, that a call's price on its own is a lower bound on what it costs in place.
 # Each point in the figure is one configuration; a point on the diagonal is a change predicted exactly, the
@@ -407,9 +410,9 @@ print(f"re-measured {within} of the recorded ratio: {(again[within] == 'yes').su
 
 # %% [markdown]
 # On the committed H200 run all ten came back within 10% of what chapters 2 to 6 had recorded in their own
-# processes, from the add (0.9684 against 1.003) to the all-custom model (4.504 against 4.471). The numbers of
-# this series are not one lucky run. In CPU mode the re-measured ratios are interpreter times on a tiny model,
-# set beside GPU times wherever your own chapters have not run here: a check that the code runs, nothing more.
+# processes, from the add (0.9626 against 1.009) to the all-custom model (4.668 against 4.578). In CPU mode the
+# re-measured ratios are interpreter times on a tiny model, set beside GPU times wherever your own chapters have
+# not run here: a check that the code runs, nothing more.
 #
 # ## Try it yourself
 #

@@ -29,22 +29,23 @@
 #
 # | configuration | wall ms per decoded token | decoded tokens/s |
 # |---|---|---|
-# | original, eager `generate()` | 26.59 | 37.61 |
-# | all custom (chapter 6's model) | 115.1 | about 9 |
-# | 1. fast attention | 36.08 | about 28 |
-# | 2. fused RMSNorm | 32.10 | about 31 |
-# | 3. matrix-vector projections | 31.13 | about 32 |
-# | 3b. fused MLP | 31.32 | about 32 |
-# | 4. fused layers: the fast model, launched from Python | 21.97 | about 46 |
-# | **5. the fast model replayed from a CUDA graph** | **1.533** | **about 652** |
-# | original, replayed from a CUDA graph | 5.025 | 199.0 |
-# | transformers' compiled path (static cache, CUDA graphs) | 4.097 | 244.1 |
+# | original, eager `generate()` | 33.51 | 29.84 |
+# | all custom (chapter 6's model) | 156.5 | 6.391 |
+# | 1. fast attention | 48.50 | 20.62 |
+# | 2. fused RMSNorm | 44.06 | 22.70 |
+# | 3. matrix-vector projections | 45.27 | 22.09 |
+# | 3b. fused MLP | 42.95 | 23.28 |
+# | 4. fused layers: the fast model, launched from Python | 31.67 | 31.58 |
+# | **5. the fast model replayed from a CUDA graph** | **1.436** | **696.3** |
+# | original, replayed from a CUDA graph | 4.566 | 219.0 |
+# | transformers' compiled path (static cache, CUDA graphs) | 4.299 | 232.6 |
 # | weight-read floor: every weight read once per token (a bound) | 0.2484 | about 4,027 |
 #
-# The fast model replayed from a CUDA graph decodes about 2.7x as fast as transformers' compiled path and
-# about 17x as fast as the original as `generate()` runs it; launched from Python, the same model beats the
-# original by about 1.2x. It is still about six times above the weight-read floor. And the fix that cut the
-# GPU's work the most, the gemv of step 3, won almost nothing: the look inside says why.
+# On the committed H200 run the fast model replayed from a CUDA graph decodes 3.11x faster than transformers'
+# compiled path and about 23x faster than the original as `generate()` runs it. Launched from Python, the same
+# model only draws level with the original (within noise). It is still about six times above the weight-read
+# floor. And the fix that cut the GPU's work the most, the gemv of step 3, won nothing measurable: the look
+# inside says why.
 #
 # ## The blog's claim
 #
@@ -381,34 +382,34 @@ plt.show()
 # %% [markdown]
 # ## What it shows
 #
-# On the committed H200 run the all-custom model launched 3,217 kernels per decoded token and took 115.1 wall
-# ms for it, more than four times the original's 26.59, and the first fix, **fast attention**, removed about
-# 2,300 of those launches and brought the token to 36.08 ms: the largest eager win, as predicted. The
-# **fused RMSNorm** took 113 launches more off, to 32.10 ms on the committed H200 run.
+# On the committed H200 run the all-custom model launched 3,217 kernels per decoded token and took 156.5 wall
+# ms for it, more than four times the original's 33.51, and the first fix, **fast attention**, removed about
+# 2,300 of those launches and brought the token to 48.50 ms: the largest eager win, as predicted. The
+# **fused RMSNorm** took 113 launches more off, to 44.06 ms on the committed H200 run.
 #
 # The **matrix-vector projections** are the lesson of this chapter. On the committed H200 run they cut the
-# GPU-busy time from 7.661 to 1.692 ms per token, more than four times less GPU work, and the wall time moved
-# from 32.10 to 31.13 ms: by less than the noise. The GPU was idle for most of each token already, waiting for
+# GPU-busy time from 7.474 to 1.680 ms per token, more than four times less GPU work, and the wall time moved
+# from 44.06 to 45.27 ms: within noise. The GPU was idle for most of each token already, waiting for
 # the host; doing its part faster only made it wait longer. The **fused MLP** changed as little (780 kernels).
 #
-# **Fused layers** took the count from 780 to 388 kernels and the token to 21.97 ms on the committed H200 run:
-# the fast model, launched from Python, now beats the original eager (26.59 ms), about 1.2x, with fewer than a
-# quarter of its 1,655 launches. Then the **CUDA graph**: the same kernels, and more of them (499, see the
-# look inside), but one launch by the host per token, and on the committed H200 run the token fell to 1.533
-# ms. The eager fixes together saved about 93 ms per token, the graph another 20: it is the one fix that turned
-# tens of tokens/s into hundreds.
+# **Fused layers** halved the count, from 780 to 388 kernels, but cut the token only by a quarter, to 31.67 ms
+# on the committed H200 run. So the fast model, launched from Python, only draws level with the original
+# eager (33.51 ms; within noise, median 0.945) with under a quarter of its 1,655 launches: per launch, our
+# model costs the host about four times as much. Then the **CUDA graph**: the same kernels, and more of them
+# (499, see the look inside), but one launch by the host per token, and on the committed H200 run the token
+# fell to 1.436 ms.
 #
-# Beside the staircase, on the committed H200 run, the original replayed from a graph took 5.025 ms (a graph
-# alone buys the original about 5x), and transformers' compiled path 4.097 ms. On the committed H200 run the
+# Beside the staircase, on the committed H200 run, the original replayed from a graph took 4.566 ms (a graph
+# alone buys the original 7.34x), and transformers' compiled path 4.299 ms. On the committed H200 run the
 # graph fast model beat both because its step ran fewer kernels (499 against 1,850 and about 572) with less
-# GPU-busy time (1.263 ms against 3.921 and 1.913).
+# GPU-busy time (1.256 ms against 3.925 and 1.919).
 #
-# The predictions held: on the committed H200 run every launch-budget step landed within 5% of its measured
-# wall ms (34.72 predicted against 36.08 measured for fast attention, 22.69 against 21.97 for the fused
-# layers), and the graph rule predicted 1.466 ms for the graph fast model against 1.533 measured, from its
-# GPU-busy time and 499 graph gaps of 0.408 GPU µs. The budget even foresaw the gemv's non-result (32.60 ms
-# predicted, 31.13 measured on the committed H200 run): it charges the host for calls, and the gemv made as
-# many calls as the tiled matmul.
+# The predictions held to within 7%: on the committed H200 run the launch budget came out 4% to 6% high on
+# the first four fixes (50.31 ms predicted against 48.50 measured for fast attention) and 3% low on the fused
+# layers (30.60 against 31.67), and the graph rule predicted 1.489 ms for the graph fast model against 1.436
+# measured, from its GPU-busy time and 499 graph gaps of 0.465 GPU µs. The budget even foresaw the gemv's
+# non-result (47.96 ms predicted, 45.27 measured on the committed H200 run): it charges the host for calls,
+# and the gemv made as many calls as the tiled matmul.
 
 # %% [markdown]
 # ## Prefill, on its own
@@ -418,10 +419,11 @@ plt.show()
 # heavily, the more so the faster the decode: for the graph rows it is most of an 8-token generation. The table
 # gives each configuration's prefill (the median 1-token generation) and its share of the median whole
 # generation. Counted per whole generation, prefill included, the graph fast model's lead over transformers'
-# compiled path shrinks by about a third. The series' headline is decode-only: `faster.fast_graph_decode_tps`
-# and `faster.fast_graph_vs_compiled_decode` are recorded from the table above. The other recorded ratios
-# (`faster.*.vs_original`, `.vs_previous`, `faster.fast_graph_vs_compiled`) and tokens/s (`.tps`) are per
-# whole generation, as the catalogue defines them.
+# compiled path shrinks from 3.11x to about 1.7x on the committed H200 run. The series' headline is
+# decode-only: `faster.fast_graph_decode_tps` and `faster.fast_graph_vs_compiled_decode` are recorded from
+# the table above. The other recorded ratios (`faster.*.vs_original`, `.vs_previous`,
+# `faster.fast_graph_vs_compiled`) and tokens/s (`.tps`) are per whole generation, as the catalogue defines
+# them.
 
 # %%
 prefill = pd.DataFrame({name: {"prefill wall ms (1-token generation)": comparison.prefill_ms(name),
@@ -511,9 +513,9 @@ if helpers.HAS_GPU:
     helpers.show(kinds[kinds.iloc[:, 0] != kinds.iloc[:, 1]])
 
 # %% [markdown]
-# On the committed H200 run the eager step's GPU sat idle for a 0.9721 fraction of the traced span, between
+# On the committed H200 run the eager step's GPU sat idle for a 0.9771 fraction of the traced span, between
 # 352 kernels that the host launched one by one; replayed from the graph, the host made one launch call and
-# the idle fraction fell to 0.5289, most of what is left coming before the first kernel (the graph launch,
+# the idle fraction fell to 0.5430, most of what is left coming before the first kernel (the graph launch,
 # slowed by the profiler like every host event). The graph step ran 499 kernels against the eager step's 352,
 # and the kinds table says which: 56 cat copies (`torch.cat` appending each new key and value to the growing
 # cache) gave way to 57 indexed writes into the static cache, and about 150 more small elementwise, index and
@@ -573,17 +575,17 @@ if helpers.HAS_GPU and helpers.SLUG in helpers.NOMINAL_TFLOPS:
     helpers.show(roof.set_index("label").drop(columns=["flops"]).rename(columns={"gpu_ms": "GPU ms per call"}))
 
 # %% [markdown]
-# On the committed H200 run the gemvs reached 27.01% to 56.98% of the nominal bandwidth, where the tiled
-# matmul they replaced reached 11.06% at M = 1 (0.01187 GPU ms against 0.003320 for the gemv of the same
-# shape, *gemv down*), and the decode attention took 0.005817 GPU ms where the per-head loop took 0.2023. On the
+# On the committed H200 run the gemvs reached 29.96% to 56.87% of the nominal bandwidth, where the tiled
+# matmul they replaced reached 11.34% at M = 1 (0.01157 GPU ms against 0.003333 for the gemv of the same
+# shape, *gemv down*), and the decode attention took 0.005365 GPU ms where the per-head loop took 0.2070. On the
 # committed H200 run the norms and SwiGLU, a few kilobytes each, reached well under 1% of the bandwidth
-# (0.07729% for the fused RMSNorm): a kernel that small is all start-up and drain, about 1.7 µs whatever its
+# (0.07682% for the fused RMSNorm): a kernel that small is all start-up and drain, about 1.7 µs whatever its
 # code.
 #
 # That is what stands between the graph step and the weight-read floor. On the committed H200 run its
-# GPU-busy time was 1.263 ms per token against a floor of 0.2484 ms. The projections and lm_head, at a third
+# GPU-busy time was 1.256 ms per token against a floor of 0.2484 ms. The projections and lm_head, at a third
 # to a half of the bandwidth, account for about half a millisecond of it; the rest is some 380 other kernels,
-# mostly tiny, each paying a fixed microsecond or two, plus a graph gap of 0.408 GPU µs after every one.
+# mostly tiny, each paying a fixed microsecond or two, plus a graph gap of 0.465 GPU µs after every one.
 # Fusing further removes kernels; a megakernel removes the boundaries altogether, the approach of the posts
 # named at the top.
 #
@@ -664,7 +666,7 @@ result = helpers.check_answer(answer, cmp.ratios["unfused"], cmp.floor, change="
 #
 # - At batch size 1 the host's launches set a decoded token's time: the fixes that removed launches won, and
 #   the gemv, which removed most of the GPU's work, did not, until a CUDA graph took the host out of the step.
-# - On the committed H200 run the graph fast model decoded about 652 tokens/s (1.533 ms per token), about 2.7x
-#   transformers' compiled path (4.097 ms); the fused model launched from Python beat the original eager too.
+# - On the committed H200 run the graph fast model decoded 696.3 tokens/s (1.436 ms per token), 3.11x faster
+#   than transformers' compiled path (4.299 ms); launched from Python, it only drew level with the original.
 # - What is left is GPU time in hundreds of tiny kernels: more fusion, and in the end a megakernel, is the way
 #   on towards the weight-read floor.
