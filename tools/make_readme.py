@@ -94,13 +94,19 @@ def results_table() -> str:
     head = (f"H200 run: {any_row.get('gpu', '?')}, {any_row.get('mode', '?')} mode, torch {any_row.get('torch', '?')}, "
             f"triton {any_row.get('triton', '?')}, transformers {any_row.get('transformers', '?')}; "
             f"model: {any_row.get('model', '?')}.")
-    lines = [head, "", "| result | H200 (this repo) | verdict (H200) | blog's T4 | unit |", "|---|---|---|---|---|"]
+    lines = [head, "", "Each chapter ran in its own process, and at batch size 1 the host's pace differs between processes: "
+             "compare rows of different chapters through their ratios (each from one process, with its quartiles), "
+             "not their absolute tokens/s.", "",
+             "| result | chapter | H200 (this repo) | quartiles | verdict (H200) | blog's T4 | unit |",
+             "|---|---|---|---|---|---|---|"]
     for rid, label in headline_rows():
         if rid not in h200 and rid not in blog:
             continue
-        unit = (h200.get(rid) or blog.get(rid))["unit"]
-        lines.append(f"| {label} | {_fmt(h200.get(rid, {}).get('value', ''))} | "
-                     f"{h200.get(rid, {}).get('verdict') or '-'} | "
+        row = h200.get(rid, {})
+        unit = (row or blog.get(rid))["unit"]
+        spread = f"{_fmt(row['low'])}-{_fmt(row['high'])}" if row.get("low") and row.get("high") else "-"
+        lines.append(f"| {label} | {blog.get(rid, {}).get('chapter', '')[:2] or '-'} | {_fmt(row.get('value', ''))} | "
+                     f"{spread} | {row.get('verdict') or '-'} | "
                      f"{blog.get(rid, {}).get('blog_value') or '-'} | {unit} |")  # the blog's figures as printed
     ran = [name for name in CHAPTERS if f"runtime.{name}_s" in h200]
     if len(ran) < len(CHAPTERS):
