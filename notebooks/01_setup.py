@@ -30,8 +30,7 @@
 # The strongest evidence that the host sets the pace: an H200 reads its memory about 15 times as fast as the
 # blog's T4, and has about 15 times its tensor-core compute. On the committed H200 run the original model made
 # 41.0 tokens/s. The blog's T4 made 22.58 to 23.67 tokens/s with the same model: fifteen times the GPU bought
-# less than twice the speed. An earlier run of this chapter on an H200, the day before, made about 24 tokens/s,
-# level with the T4: the same GPU, another moment of the host, another speed.
+# less than twice the speed.
 #
 # The KV cache tells the same story. The blog found that turning it off cut its T4's tokens/s by about half; on
 # the committed H200 run it changed nothing measurable at 8 new tokens. [The KV-cache
@@ -344,9 +343,10 @@ plt.show()
 
 # %% [markdown]
 # **What it shows.** "Within noise" in the verdict column means the cache saved nothing the wall clock can see at
-# that length; "slower" gives the factor a step paid without it. In the figure the line with the cache stays
-# flat (the cache adds 4 KB per token and layer to read: at 544 tokens, 62 MB, about 13 µs on an H200); the line
-# without it rises only where the GPU's own work shows through the host's time. On an H200 expect the two lines
+# that length; "slower" gives the factor a step paid without it. With the cache a step should cost the same
+# at every length (the cache adds 4 KB per token and layer to read: at 544 tokens, 62 MB, about 13 µs on an
+# H200); in the figure it moves between about 22 and 29 ms with the host's pace from one length to the next, not
+# with the length. The line without it can rise only where the GPU's own work shows through the host's time. On an H200 expect the two lines
 # together all the way to 512. Chapter 7 finds the same from another side on the committed H200 run: a prefill
 # over 1,024 tokens, which is what a step without the cache is, cost about as much wall time as one decoded
 # token. The cache saves the H200 arithmetic, and arithmetic is not what the H200 is short of. The blog's "about
@@ -373,7 +373,7 @@ print(helpers.verdict_line("no cache / cache, per generation", comparison.ratios
 
 # %% [markdown]
 # On the committed H200 run the original made 41.00 tokens/s and its A/A copy 41.30, and the A/A floor's median
-# was 0.994 with quartiles 0.972-1.026. Two medians of the very same model fell about 1% apart, so medians set
+# was 0.994 with quartiles 0.972-1.026. Two medians of the very same model fell under 1% apart, so medians set
 # side by side decide nothing; the rounds do. Without the cache a generation took a median 0.983 times as long,
 # quartiles 0.963-1.008: within noise. At 8 new tokens the sequence never passes 40 positions, so this cannot show
 # where the cache pays (the section above does); it stays as the series' recorded baseline.

@@ -33,7 +33,7 @@
 # kernel 2. On the committed H200 run the two-pass kernel's GPU time was 5.93x faster than the chain's at 512
 # rows, and one call at one row cost the host 64.3 µs against the chain's 86.8 µs. So before the model runs,
 # this chapter predicts a change of 113 calls x about -23 µs, about 2.5 ms less per token out of about 24: a
-# speed-up of some 10%. It did not come: a call's price alone is not its price inside `generate()`. The fair
+# speed-up of about 11%. It did not come: a call's price alone is not its price inside `generate()`. The fair
 # one-kernel reference is PyTorch's own `torch.nn.functional.rms_norm`, timed here beside the others; against
 # it, un-fusing loses (on the committed H200 run 1.18x at 512 rows, near the blog's 1.26x). (The H200
 # could not reach the model hub and ran Qwen3-0.6B's exact architecture with seeded random weights: timings
@@ -383,13 +383,13 @@ plt.show()
 # **Past the L2**, from 16,384 rows, one call's input and output no longer fit in an H200's L2, so the byte count
 # should finally set the ratio: two-pass / fused towards 1.5 (not quite: pass 1 only reads, and a stream that
 # only reads may not run at a copy's rate), eager / fused at 9 or more, the fused kernel's GB/s near the main
-# memory's. On the committed H200 run two-pass / fused came down to between 1.57 and 1.64, eager / fused rose
-# to about 13, and the fused kernel moved 3,690 to 4,060 GB/s, most of the nominal 4,800. On a T4, whose L2
+# memory's. On the committed H200 run two-pass / fused came down to between 1.57 and 1.64, eager / fused stayed
+# near 13, and the fused kernel moved 3,690 to 4,060 GB/s, most of the nominal 4,800. On a T4, whose L2
 # holds 4 MB, the sweep leaves the cache at a few hundred rows.
 #
 # On the host clock the rows hardly matter: on the committed H200 run the two-pass kernel's single host readings
-# scattered between about 52 and 111 µs from one row count to the next with no trend, far above its GPU time up
-# to 4,096 rows. A call costs the host about the same whatever it carries, until its GPU time outgrows the
+# scattered between about 52 and 80 µs up to 32,768 rows with no trend, far above its GPU time up to 4,096
+# rows; at 65,536 rows its GPU time, 107 µs, had passed that, and the host waited for it. A call costs the host about the same whatever it carries, until its GPU time outgrows the
 # launch: the eager chain's GPU time grew from 55 µs at 4,096 rows to 228 µs at 16,384, past its host time,
 # and from there on its dashed line follows its solid one.
 #
@@ -474,7 +474,7 @@ helpers.show(pd.DataFrame({"value": {"two-pass minus eager, host µs per call": 
 # calls real (`helpers.verdict` needs 5%, or twice the A/A floor's distance from 1 where that is wider).
 # The prediction prices a two-pass call at its host time alone, called back to back; inside `generate()` the
 # same call runs amid the model's other work, where its price can differ ([chapter 8](08_lessons.ipynb)
-# measures that for every swap). So expect a change of at most about 10%, nothing like the blog's slowdown.
+# measures that for every swap).
 #
 # The measurement is one `helpers.compare_configs`: the original, the original again (the A/A floor) and the
 # swapped model generate in shuffled rounds, `SIZES.rounds_small` of them (twice the usual, for an effect near
@@ -564,7 +564,7 @@ helpers.show(helpers.compare("rmsnorm."))
 # **1. The other precision.** The same rows in fp32 where the chapter ran fp16 (on a GPU), fp16 where it ran
 # fp32 (in CPU mode). In fp32 the input and output move twice the bytes; the launches and the fp32 arithmetic
 # stay. Where the bytes stream from main memory (a T4 here) expect close to 2x slower; where they sit in the L2
-# (an H200 here), fixed costs keep a share of the time, and that share does not double: expect well under 2x.
+# (an H200 here), fixed costs keep a share of the time, and that share does not double: expect under 2x.
 # The interpreter computes with numpy, where fp16 is no cheaper: expect nothing useful from CPU mode.
 
 # %%
@@ -611,8 +611,8 @@ measured = helpers.check_answer(answer, cmp.ratios[change], cmp.floor, change=ch
 #   GPU clock made our two-pass kernel 1.65x to 1.79x slower than our fused one on the committed H200 run.
 # - "Slower" needs a reference: against PyTorch's eight-kernel eager `Qwen3RMSNorm` the un-fused kernel is still
 #   several times faster on the GPU and no dearer on the host; `F.rms_norm` is the fair one-kernel comparison.
-# - Predict a swap from what it changes on the clock that sets the pace: at batch size 1 that is the host, and
-#   and price a call inside the model, not alone: 113 calls x -23 µs predicted 11% faster, and the model ran
+# - Predict a swap from what it changes on the clock that sets the pace: at batch size 1 that is the host; and
+#   price a call inside the model, not alone: 113 calls x -23 µs predicted 11% faster, and the model ran
 #   within noise of the original.
 #
 # Next, in chapter 4, we replace the largest pieces of work in the model, the linear projections, with a tiled

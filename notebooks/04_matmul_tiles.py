@@ -36,7 +36,7 @@
 # H200's 60 MiB L2 cache; in the model, each projection reads a different weight from main memory (HBM), and
 # every step of the K loop waits longer for it. Replaying the model's own attention weights both ways bears this
 # out: on the committed H200 run our extra over cuBLAS was 6.963 µs per projection warm, 22.49 µs cold. The
-# wall time is another matter: it grew twice as much as the host and GPU prices together predict.
+# wall time grew more still, about twice the host's and the GPU's extra prices together ("In the model" below).
 #
 # ## The blog's claim (T4)
 #
@@ -413,10 +413,11 @@ print(helpers.verdict_line(f"ours, cold / warm, {CLOCK}", over(l2, "ours, cold",
 # `torch.profiler` counts kernels and GPU-busy time per decoded token afterwards.
 #
 # **Predict first**, per projection swapped, from the prices measured above. Each swap keeps one launch per
-# projection, so the count of kernels should not move. What moves is each launch's price: on the host, our call
-# minus cuBLAS's (one reading each, above); on the GPU, our cold projection minus cuBLAS's. If the host sets the
-# pace (chapter 1: at batch size 1 the GPU is idle most of the time), the host's extra is the floor of the cost
-# per projection; if the GPU's extra time does not hide behind the host's, the sum is the ceiling.
+# projection, so the count of kernels should not move. (At the MLP step it fell by 28, one per layer: cuBLAS
+# ran one of each layer's three MLP products as two kernels, where ours is one.) What moves is each launch's
+# price: on the host, our call minus cuBLAS's (one reading each, above); on the GPU, our cold projection minus
+# cuBLAS's. If the host sets the pace (chapter 1: at batch size 1 the GPU is idle most of the time), the host's
+# extra is the floor of the cost per projection; if the GPU's extra time does not hide behind the host's, the sum is the ceiling.
 
 # %%
 host_extra = 1e3 * (host_ms["triton"] - host_ms["torch"])  # µs per call, at one row

@@ -159,8 +159,7 @@ display({"text/plain": inspect.getsource(slower_kernels.attention_slow)}, raw=Tr
 # PyTorch kernels for the mask (`~keep[b, h]` inverts it, `masked_fill` applies it: at decode it hides nothing,
 # but the loop applies it anyway). Before the loop, `torch.ones` and `tril` build the mask: two more. For 16
 # heads that is $16 \times 3 = 48$ launches of ours and $16 \times 2 + 2 = 34$ of PyTorch's: **82 kernels per
-# call**, where SDPA launches one. (The count leaves out plain memory copies, such as the head's result going
-# into `out`, though the host issues those too.) The blog's loop made two launches per head; ours makes three,
+# call**, where SDPA launches one. The blog's loop made two launches per head; ours makes three,
 # because the softmax is a kernel of its own:
 
 # %%

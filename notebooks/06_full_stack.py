@@ -345,8 +345,8 @@ else:
 # %% [markdown]
 # On the committed H200 run the two-pass RMSNorm *removed* 678 launches per token: transformers' eager
 # RMSNorm is a chain of 8 small kernels, which our 2 replace (chapter 3). The projections removed 28 more. The
-# attention loop added 2,268: its own 1,344 and 924 PyTorch launches, 33 per attention call, net (the mask and
-# the copy of each head's output into the result, less the one SDPA kernel that the loop replaces). The three
+# attention loop added 2,268: its own 1,344 and 924 PyTorch launches, 33 per attention call, net (the 34 of
+# the mask, chapter 5, less the one SDPA kernel that the loop replaces). The three
 # swaps add up to the 1,562 measured with all of them at once, exactly. Prediction 2 assumed that the other
 # swaps trade one for one (they removed 706) and that the loop brings nothing of PyTorch's (it brought 924):
 # two wrong guesses of opposite sign, which is why its total came out close.
@@ -380,7 +380,9 @@ else:
 # On the committed H200 run the traced original step ran 1,619 kernels and the all-custom step 3,181, each
 # kernel launched by one host call. Under the profiler the steps spanned 31,858 and 131,779 µs, about one and
 # a half times the rounds' wall time per token (the profiler's own cost on the host), while the GPU was busy for
-# about 3.4 and about 11 ms of them: 89% and 92% of each step was gap. In the zoom on one layer, look for the GPU lane
+# about 3.4 and about 11 ms of them: 89% and 92% of each step was gap. At the whole step's scale every kernel is
+# drawn at least a pixel wide, so the lanes look solid; the zoom shows one layer (1/28 of the step, the
+# "0.0357" in its title) at true widths. There, look for the GPU lane
 # as a row of thin kernels separated by wider gaps, each gap ending when the host's next launch arrives, and in
 # the custom row for the attention loop's long run of tiny kernels, three per head, with the PyTorch ops
 # between them.
@@ -463,8 +465,9 @@ plt.show()
 
 # %% [markdown]
 # On the committed H200 run the streams split at generated token 298 of 384. There the original's top-2
-# margin was 0.00195, and the two models' logits differed by up to 0.00476, enough to close a margin of
-# twice that: the custom model saw its two best tokens exactly tied and picked the other one. Over the steps
+# margin was 0.00195, and the two models' logits differed by up to 0.00476. A difference $d$ can close a top-2
+# margin of up to $2d$ (one logit up by $d$, the other down), here 0.0095, far more than the margin: the custom
+# model's pick flipped. Over the steps
 # before, the median margin was 0.135, far beyond anything the models' difference could close. A flip was
 # possible at 12 of the 299 steps, and the one-pass recomputation found the top picks apart at just one, the
 # split itself. After it, 83 of the 86 remaining tokens still agreed position by position: these random

@@ -28,7 +28,8 @@
 # decoded token did. The reason is arithmetic: a 1,024-token prefill is about 1 TFLOP, which an H200 does in
 # about a millisecond, hidden behind the tens of milliseconds the host spends launching the pass's kernels. On a
 # T4 the custom model's matmuls run on the ordinary FMA cores, and the same prefill needs at least about 126 ms
-# there, most of a decode step: that is where the blog's sweep had room to move. (The H200 could not reach the
+# there, most of a decode step: that is where a prefill can weigh on a T4, though by the flop alone only a
+# little of the blog's 18% fall ("How much arithmetic is a prefill?" below). (The H200 could not reach the
 # model hub and ran Qwen3-0.6B's exact architecture with seeded random weights: timings depend on the shapes,
 # not on the weights' values.)
 #
@@ -176,7 +177,7 @@ helpers.show(pd.DataFrame([{"GPU and path": path, "fp16 peak TFLOP/s": peak,
 # (at least 5%). An earlier H200 run of this sweep timed 4 rounds of 32 new tokens at each length; its A/A floors
 # landed as far out as 0.74 and 1.15, thresholds of 52% and 30%, far too loose for an 18% trend. Counted from
 # that run's times (about 1.0 s for the original's 32 tokens, 4.9 s for the custom model's), one round of 32
-# tokens costs about 7 s on the H200. So this sweep generates 8 new tokens instead: a round takes about 2 s, and
+# tokens costs about 7 s on the H200. So this sweep generates 8 new tokens instead: a round takes about a second, and
 # 16 rounds at each of the four lengths fit in about the same two minutes as the earlier run's 4. Shorter rounds
 # leave the host less time to drift between the original and its copy, and the median of 16 rounds moves less
 # than the median of 4. On the H200 a prefill costs about one decode step, so tokens/s hardly depends on the
@@ -384,7 +385,7 @@ measured = helpers.check_answer(answer, cmp.ratios["longer context"], cmp.floor,
 # (the original's attention, chapter 5) over the whole prompt, causal, at the shortest and the longest prompt:
 # 64 times the work at full size. At the shortest prompt the kernel has only a few tiles of queries for the
 # GPU's many multiprocessors (132 on an H200, 40 on a T4); the tiles of a longer prompt first fill the idle ones.
-# How far below 64x do you expect the time to stay, and would a T4 stay as far below?
+# Expect **slower**: but how far below 64x do you expect it to stay, and would a T4 stay as far below?
 
 # %%
 answer = None  # your guess: "faster", "slower" or "same"

@@ -192,7 +192,8 @@ helpers.show(evidence.drop(columns=["yours", "yours verdict"]) if same_dir else 
 # **5. Everything at once: a larger slowdown on the faster GPU.** The blog's T4: 3.59x. The committed H200 run:
 # 4.578x. On the H200 both models run at the host's pace (lesson 8), so the ratio is close to the ratio of their
 # host work per token. On the T4 the original took about 44 ms per token (22.58 tokens/s), against 28.12 ms in
-# this chapter's H200 run: a slower GPU, and another host, made its step longer, and the same added host work is
+# this chapter's H200 run (each chapter runs in its own process, and the host's pace differs between them:
+# chapter 1 measured 24.04 ms, chapter 9 33.51 ms; compare within a process): a slower GPU, and another host, made its step longer, and the same added host work is
 # then a smaller multiple of it. Two runs on different GPUs and hosts cannot split those two causes; the
 # direction is the one a faster GPU under a launch-bound decode predicts. The custom model's outputs drift from
 # the original's on both machines; on the committed H200 run the first differing token was number 298, a count

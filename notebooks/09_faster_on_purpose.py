@@ -42,7 +42,8 @@
 # | weight-read floor: every weight read once per token (a bound) | 0.2484 | about 4,027 |
 #
 # On the committed H200 run the fast model replayed from a CUDA graph decodes 3.11x faster than transformers'
-# compiled path and about 23x faster than the original as `generate()` runs it. Launched from Python, the same
+# compiled path (the median of the per-round ratios; the table's two medians divided give about 3.0) and about 23x faster
+# than the original as `generate()` runs it. Launched from Python, the same
 # model only draws level with the original (within noise). It is still about six times above the weight-read
 # floor. And the fix that cut the GPU's work the most, the gemv of step 3, won nothing measurable: the look
 # inside says why.
@@ -264,7 +265,7 @@ for pair, at, margin_of in (("fast / original", first, split_margin),
 
 # %% [markdown]
 # On the committed H200 run the logits of the two models differed by 2.5e-03 of the largest logit, within the
-# tolerance, and the greedy tokens split early: at generated token 1, where the original's own top-2 margin
+# tolerance, and the greedy tokens split early: at the second generated token (index 1), where the original's own top-2 margin
 # was 0. That is an exact tie, broken one way by the original's argmax and the other way by the fast model's
 # rounding; seeded random weights, whose logits are nearly flat, make such ties common. The graph decoder
 # followed the eager fast model for 88 tokens and split at another exact tie. Both lines say PASS: the fast
@@ -282,7 +283,7 @@ for pair, at, margin_of in (("fast / original", first, split_margin),
 # should win roughly what it removes from the host's work:
 #
 # - fast attention replaces the per-head loop, three launches per query head for 16 heads plus PyTorch's
-#   kernels around them, with one launch per layer: over 2,000 launches fewer per token, the biggest eager win;
+#   kernels around them, with one attention kernel per layer: over 2,000 launches fewer per token, the biggest eager win;
 # - fused RMSNorm removes one launch per norm, 113 per token: a small win;
 # - the gemv changes no launch count but cuts the GPU's time a lot (the tiled matmul computes 64-row tiles, of
 #   which one row is real at decode): expect almost nothing on the wall clock, since the token was not
@@ -404,7 +405,7 @@ plt.show()
 # graph fast model beat both because its step ran fewer kernels (499 against 1,850 and about 572) with less
 # GPU-busy time (1.256 ms against 3.925 and 1.919).
 #
-# The predictions held to within 7%: on the committed H200 run the launch budget came out 4% to 6% high on
+# The predictions held to within 7%: on the committed H200 run the launch budget came out 4% to 7% high on
 # the first four fixes (50.31 ms predicted against 48.50 measured for fast attention) and 3% low on the fused
 # layers (30.60 against 31.67), and the graph rule predicted 1.489 ms for the graph fast model against 1.436
 # measured, from its GPU-busy time and 499 graph gaps of 0.465 GPU µs. The budget even foresaw the gemv's
