@@ -1,0 +1,11 @@
+"""The measuring harness behind ``helpers``, split into modules of one job each.
+
+The chapters import ``helpers`` only; ``helpers`` imports from here. Imports run one way, down this list, and never
+back up to ``helpers``: a module may import the ones above it, not those below (``tests/test_harness_layout.py``
+checks it, with each module's size).
+
+- ``stats``: numbers, not sentences. Ratios of timings over shuffled rounds, the one verdict rule (slower, faster or
+  within noise, against the A/A floor), trends across a sweep, and the number formats they print with. No torch.
+
+The split is under way: what is not listed here still lives in ``helpers.py``.
+"""

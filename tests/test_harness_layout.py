@@ -1,0 +1,61 @@
+"""The harness package's shape: modules of one job, small, importing one way (down the order that
+slower_harness/__init__.py lists), never back up to helpers; ``stats`` without torch."""
+import ast
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "slower_harness"
+MODULES = sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__")
+MAX_LINES = 450
+
+
+def listed_order() -> list[str]:
+    """The modules in the order the package's architecture note lists them (``- ``name``: ...``)."""
+    return re.findall(r"^- ``(\w+)``:", (PACKAGE / "__init__.py").read_text(), flags=re.M)
+
+
+def imports(module: str) -> set[str]:
+    """Top-level names of everything ``module`` imports, anywhere in its file."""
+    names = set()
+    for node in ast.walk(ast.parse((PACKAGE / f"{module}.py").read_text())):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module if node.level == 0 else f"slower_harness.{node.module}")
+    return names
+
+
+def test_the_architecture_note_lists_every_module_once():
+    assert sorted(listed_order()) == MODULES and len(set(listed_order())) == len(listed_order())
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_a_module_is_small(module):
+    lines = len((PACKAGE / f"{module}.py").read_text().splitlines())
+    assert lines <= MAX_LINES, f"slower_harness/{module}.py has {lines} lines (at most {MAX_LINES}): split it"
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_imports_run_one_way(module):
+    order = listed_order()
+    mine = imports(module)
+    assert not {n for n in mine if n.split(".")[0] == "helpers"}, f"{module} imports helpers: imports run one way"
+    below = {f"slower_harness.{m}" for m in order[order.index(module):]}
+    assert not mine & below, f"{module} imports {sorted(mine & below)}: itself or a module listed after it"
+
+
+def test_stats_needs_only_the_standard_library():
+    third_party = {n.split(".")[0] for n in imports("stats")} - set(sys.stdlib_module_names) - {"__future__"}
+    assert not third_party, f"slower_harness/stats.py imports {sorted(third_party)}: it is pure Python"
+
+
+def test_helpers_re_exports_what_the_chapters_call():
+    import helpers
+    from slower_harness import stats
+
+    for name in ("Ratio", "verdict", "verdict_line", "read_trend", "MIN_EFFECT"):
+        assert getattr(helpers, name) is getattr(stats, name)
