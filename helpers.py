@@ -30,8 +30,10 @@ from pathlib import Path
 
 import torch
 
-from slower_harness.stats import (MIN_EFFECT, Ratio, Trend, Verdict, fmt, noise_threshold, noisier_floor,  # noqa: F401
-                                   places_apart, read_trend, threshold_pct, verdict, verdict_line, versus)
+from slower_harness.specs import GPU_SPECS, NOMINAL_GB_S, NOMINAL_TFLOPS, QWEN3_0_6B, TINY_QWEN3  # noqa: F401
+from slower_harness.stats import (MIN_EFFECT, Ratio, Trend, Verdict, _bytes_label, count_label, fmt,  # noqa: F401
+                                   noise_threshold, noisier_floor, places_apart, read_trend, table_number,
+                                   threshold_pct, verdict, verdict_line, versus)
 
 ROOT = Path(__file__).resolve().parent
 
@@ -187,10 +189,6 @@ TRACES_DIR = ROOT / "runs" / "traces"  # profiler traces (step_timeline's keep_t
 RESULTS_DIR = RESULTS_ROOT / (SLUG if MODE == "full" else "cpu" if MODE == "cpu" else f"{SLUG}-quick")
 COMMITTED_DIR = ROOT / "figures"  # the committed runs: figures/h200 (full run), figures/cpu/runtimes.csv
 
-# Nominal memory bandwidth in GB/s (vendor datasheets), for the weight-read floor.
-NOMINAL_GB_S = {"t4": 320, "l4": 300, "a10": 600, "a10g": 600, "v100": 900, "p100": 732, "a100": 1555,
-                "l40s": 864, "h100": 3350, "gh200": 4000, "h200": 4800}
-
 
 # --- Sizes: the one table -----------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -257,16 +255,6 @@ SIZES_BY_MODE = {
 }
 SIZES = SIZES_BY_MODE[MODE]
 
-# Qwen3-0.6B's exact architecture (its config.json on the hub), and the tiny CPU stand-in.
-QWEN3_0_6B = dict(vocab_size=151936, hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
-                  num_attention_heads=16, num_key_value_heads=8, head_dim=128, max_position_embeddings=40960,
-                  rms_norm_eps=1e-6, rope_parameters={"rope_type": "default", "rope_theta": 1_000_000.0},
-                  tie_word_embeddings=True, hidden_act="silu", attention_bias=False,
-                  bos_token_id=151643, eos_token_id=151645)
-TINY_QWEN3 = dict(QWEN3_0_6B, vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                  num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=512,
-                  bos_token_id=None, eos_token_id=None)
-
 
 # --- Environment --------------------------------------------------------------------------------
 def env_info() -> dict:
@@ -317,24 +305,6 @@ def md(text: str) -> None:
         display(Markdown(text))
     else:
         print(text)
-
-
-def table_number(value) -> str:
-    """A number as a table shows it: counts without a decimal point (1,655), others to four significant
-    digits without exponents where that stays readable (186.6, 0.001819, 37.02), "-" for a missing one."""
-    if value is None or value != value:
-        return "-"
-    v = float(value)
-    if math.isinf(v):
-        return "inf" if v > 0 else "-inf"
-    if v == int(v) and abs(v) < 1e15:
-        return f"{int(v):,}"
-    if abs(v) >= 1e4:
-        return f"{v:,.0f}"
-    if abs(v) >= 1e-4:
-        digits = max(0, 3 - int(math.floor(math.log10(abs(v)))))
-        return f"{v:.{digits}f}"
-    return f"{v:.3g}"
 
 
 def show(df) -> None:
@@ -1007,12 +977,6 @@ def plot_timelines(timelines: dict, name: str | None = None, zoom: float = 1 / 2
 
 
 # --- A roofline: how close each kernel comes to the GPU's bandwidth and compute -----------------------
-# Nominal peak compute (TFLOP/s, dense) per GPU: fp16 on the tensor cores, and fp32 FMA without them (the
-# roof of a kernel whose matmul compiles to FMA, as Triton's tl.dot does on a T4). From NVIDIA's data sheets.
-NOMINAL_TFLOPS = {"t4": (65, 8.1), "l4": (121, 30.3), "a10": (125, 31.2), "a10g": (125, 31.2), "v100": (125, 15.7),
-                  "a100": (312, 19.5), "l40s": (362, 91.6), "h100": (989, 67), "gh200": (989, 67), "h200": (989, 67)}
-
-
 def plot_roofline(points, slug: str | None = None, name: str | None = None):
     """Arithmetic intensity (flop per byte moved) against achieved TFLOP/s, under the roofs of GPU ``slug``
     (default: this one): bandwidth x intensity, and the two compute peaks of ``NOMINAL_TFLOPS``.
@@ -1059,20 +1023,6 @@ def plot_roofline(points, slug: str | None = None, name: str | None = None):
 
 
 # --- The machine: what a GPU is made of (chapter 1, used after) ----------------------------------
-# Data-sheet figures of the two GPUs the series compares: the reader's T4 and the H200 of the committed run.
-# The H200's L2 is what the H200 itself reports (torch.cuda.get_device_properties: 60 MiB); its memory is
-# the data sheet's 141, which the data sheet calls GB (the device reports about 140 GiB: that "GB" is binary).
-# Per streaming multiprocessor (SM): registers and the most shared memory one SM can hold; then the whole GPU.
-GPU_SPECS = {
-    "t4": {"name": "Tesla T4", "compute capability": "7.5", "SMs": 40, "warps per SM (most resident)": 32,
-           "registers per SM (KiB)": 256, "shared memory per SM (KiB)": 64, "L2 (MiB)": 4, "memory (GiB)": 15,
-           "memory": "GDDR6"},
-    "h200": {"name": "NVIDIA H200", "compute capability": "9.0", "SMs": 132, "warps per SM (most resident)": 64,
-             "registers per SM (KiB)": 256, "shared memory per SM (KiB)": 228, "L2 (MiB)": 60, "memory (GiB)": 141,
-             "memory": "HBM3e"},
-}
-
-
 def _nominal_rows(slug: str) -> dict:
     gb_s = NOMINAL_GB_S.get(slug)
     tensor, fma = NOMINAL_TFLOPS.get(slug, (None, None))
@@ -1147,13 +1097,6 @@ def plot_memory_hierarchy(name: str | None = None):
     if name:
         save_figure(fig, name)
     return fig
-
-
-def _bytes_label(n: float) -> str:
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= size:
-            return f"{n / size:,.0f} {unit}" if n / size >= 10 else f"{n / size:.1f} {unit}"
-    return f"{n:.0f} B"
 
 
 # --- What the compiler made (chapters 2-4) ---------------------------------------------------------
@@ -2504,15 +2447,6 @@ def _plain_number(value, _pos=None, view=None) -> str:
     if float(value).is_integer():
         return f"{value:,.0f}"
     return f"{value:.3g}"
-
-
-def count_label(n) -> str:
-    """A count in binary units, for ticks: 256, 1K, 16K, 4M (K = 1024, M = 1024**2)."""
-    n = int(n)
-    for unit, size in (("M", 2**20), ("K", 2**10)):
-        if n >= size and n % size == 0:
-            return f"{n // size}{unit}"
-    return str(n)
 
 
 def plain_log_ticks(ax, axis: str = "both", values=None, labels=None) -> None:

@@ -4,8 +4,10 @@ The chapters import ``helpers`` only; ``helpers`` imports from here. Imports run
 back up to ``helpers``: a module may import the ones above it, not those below (``tests/test_harness_layout.py``
 checks it, with each module's size).
 
+- ``specs``: what the series takes as given: GPU data sheets (bandwidth, peak compute, the T4's and the H200's
+  make-up) and Qwen3-0.6B's architecture with its tiny CPU stand-in. Data only.
 - ``stats``: numbers, not sentences. Ratios of timings over shuffled rounds, the one verdict rule (slower, faster or
-  within noise, against the A/A floor), trends across a sweep, and the number formats they print with. No torch.
+  within noise, against the A/A floor), trends across a sweep, and the number formats that tables, ticks and verdicts print with. No torch.
 
 The split is under way: what is not listed here still lives in ``helpers.py``.
 """

@@ -268,3 +268,37 @@ def read_trend(points: dict, floors: dict | None = None, unit: str = "x", along:
     return Trend("no consistent trend",
                  f"showed no consistent trend: {span}{between}, {' and '.join(reasons)}{held}",
                  change, v, every, flat, both_ways)
+
+
+def table_number(value) -> str:
+    """A number as a table shows it: counts without a decimal point (1,655), others to four significant
+    digits without exponents where that stays readable (186.6, 0.001819, 37.02), "-" for a missing one."""
+    if value is None or value != value:
+        return "-"
+    v = float(value)
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    if v == int(v) and abs(v) < 1e15:
+        return f"{int(v):,}"
+    if abs(v) >= 1e4:
+        return f"{v:,.0f}"
+    if abs(v) >= 1e-4:
+        digits = max(0, 3 - int(math.floor(math.log10(abs(v)))))
+        return f"{v:.{digits}f}"
+    return f"{v:.3g}"
+
+
+def count_label(n) -> str:
+    """A count in binary units, for ticks: 256, 1K, 16K, 4M (K = 1024, M = 1024**2)."""
+    n = int(n)
+    for unit, size in (("M", 2**20), ("K", 2**10)):
+        if n >= size and n % size == 0:
+            return f"{n // size}{unit}"
+    return str(n)
+
+
+def _bytes_label(n: float) -> str:
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:,.0f} {unit}" if n / size >= 10 else f"{n / size:.1f} {unit}"
+    return f"{n:.0f} B"

@@ -1,5 +1,5 @@
 """The harness package's shape: modules of one job, small, importing one way (down the order that
-slower_harness/__init__.py lists), never back up to helpers; ``stats`` without torch."""
+slower_harness/__init__.py lists), never back up to helpers; the pure ones without torch."""
 import ast
 import re
 import sys
@@ -48,14 +48,19 @@ def test_imports_run_one_way(module):
     assert not mine & below, f"{module} imports {sorted(mine & below)}: itself or a module listed after it"
 
 
-def test_stats_needs_only_the_standard_library():
-    third_party = {n.split(".")[0] for n in imports("stats")} - set(sys.stdlib_module_names) - {"__future__"}
-    assert not third_party, f"slower_harness/stats.py imports {sorted(third_party)}: it is pure Python"
+@pytest.mark.parametrize("module", ["specs", "stats"])
+def test_the_pure_modules_need_only_the_standard_library(module):
+    third_party = {n.split(".")[0] for n in imports(module)} - set(sys.stdlib_module_names) - {"__future__"}
+    assert not third_party, f"slower_harness/{module}.py imports {sorted(third_party)}: it is pure Python"
 
 
 def test_helpers_re_exports_what_the_chapters_call():
     import helpers
     from slower_harness import stats
 
-    for name in ("Ratio", "verdict", "verdict_line", "read_trend", "MIN_EFFECT"):
+    from slower_harness import specs
+
+    for name in ("Ratio", "verdict", "verdict_line", "read_trend", "MIN_EFFECT", "table_number", "count_label"):
         assert getattr(helpers, name) is getattr(stats, name)
+    for name in ("NOMINAL_GB_S", "NOMINAL_TFLOPS", "GPU_SPECS", "QWEN3_0_6B", "TINY_QWEN3"):
+        assert getattr(helpers, name) is getattr(specs, name)
