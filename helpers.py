@@ -13,7 +13,6 @@ Imports point one way: notebooks import ``helpers`` and ``slower_kernels``; ``he
 from __future__ import annotations
 
 import gc
-import math
 import os
 import platform
 import random
@@ -34,68 +33,18 @@ from slower_harness.specs import GPU_SPECS, NOMINAL_GB_S, NOMINAL_TFLOPS, QWEN3_
 from slower_harness.stats import (MIN_EFFECT, Ratio, Trend, Verdict, _bytes_label, count_label, fmt,  # noqa: F401
                                    noise_threshold, noisier_floor, places_apart, read_trend, table_number,
                                    threshold_pct, verdict, verdict_line, versus)
+from slower_harness.modes import (MODE_NOTES, MODES, SIZES_BY_MODE, TOLERANCE, Sizes, parse_cpus,  # noqa: F401
+                                   pin_cpus, resolve_mode)
+from slower_harness.budget import (PREDICTION_BAR, TOO_LITTLE_SWAPPED, DecodeProfile, LaunchBudget,  # noqa: F401
+                                    ModuleBudget, ModuleCall, ModulePrice, fit_module_budget, graph_step_ms)
 
 ROOT = Path(__file__).resolve().parent
 
 # --- Mode -------------------------------------------------------------------------------------
-MODES = ("full", "quick", "cpu")
-
-
-def resolve_mode(requested: str | None, gpu_available: bool) -> str:
-    """The mode to run in, from ``SLOWER_MODE`` (``requested``) and whether a GPU is visible.
-
-    Unset: ``full`` on a GPU, ``cpu`` without one. ``full`` or ``quick`` (small sizes on a GPU, e.g. a
-    GPU CI runner) without a GPU is an error, never a silent switch to CPU mode; ``cpu`` forces
-    Triton's interpreter even where a GPU exists.
-    """
-    requested = (requested or "").strip().lower()
-    if requested and requested not in MODES:
-        raise ValueError(f"SLOWER_MODE must be one of {', '.join(MODES)} (or unset), got {requested!r}")
-    if requested in ("full", "quick") and not gpu_available:
-        raise RuntimeError(f"SLOWER_MODE={requested} asks for a GPU, but PyTorch sees none "
-                           f"(torch {torch.__version__}, CUDA build: {torch.version.cuda or 'no'}). "
-                           "Attach a GPU (on Colab: Runtime > Change runtime type > T4 GPU), install a CUDA "
-                           "build of PyTorch, or set SLOWER_MODE=cpu for Triton's interpreter.")
-    return requested or ("full" if gpu_available else "cpu")
-
-
 MODE = resolve_mode(os.environ.get("SLOWER_MODE"), torch.cuda.is_available())
 HAS_GPU = MODE != "cpu"
 if not HAS_GPU:  # must happen before any @triton.jit function is defined
     os.environ.setdefault("TRITON_INTERPRET", "1")
-
-
-def parse_cpus(spec: str) -> set[int]:
-    """'3' -> {3}; '2-5' -> {2, 3, 4, 5}; '0,2' -> {0, 2}: the form of ``taskset -c``."""
-    cpus = set()
-    try:
-        for part in filter(None, (p.strip() for p in spec.split(","))):
-            lo, dash, hi = part.partition("-")
-            cpus.update(range(int(lo), int(hi if dash else lo) + 1))
-    except ValueError:
-        cpus = set()
-    if not cpus:
-        raise ValueError(f"SLOWER_PIN_CPUS must list CPU cores like '3', '2-5' or '0,2', got {spec!r}")
-    return cpus
-
-
-def pin_cpus(spec: str | None) -> set[int] | None:
-    """Pin this process to the cores in ``spec`` (``SLOWER_PIN_CPUS``); None (and nothing done) when unset.
-
-    At batch size 1 the host sets the pace, and a process that the OS moves between cores runs at a
-    less steady speed; pinning narrows the spread of tokens/s on some hosts and not on others.
-    """
-    if not spec:
-        return None
-    cpus = parse_cpus(spec)
-    if not hasattr(os, "sched_setaffinity"):
-        raise RuntimeError("SLOWER_PIN_CPUS needs os.sched_setaffinity (Linux)")
-    available = os.sched_getaffinity(0)
-    if not cpus <= available:
-        raise ValueError(f"SLOWER_PIN_CPUS={spec!r} names cores this process cannot use; it may use {sorted(available)}")
-    os.sched_setaffinity(0, cpus)
-    torch.set_num_threads(len(cpus))  # PyTorch's CPU thread pool, pinned too: one thread per core, never more
-    return cpus
 
 
 PINNED_CPUS = pin_cpus(os.environ.get("SLOWER_PIN_CPUS", "").strip())
@@ -141,17 +90,6 @@ import slower_kernels  # noqa: E402  (after TRITON_INTERPRET is settled)
 DEVICE = torch.device("cuda" if HAS_GPU else "cpu")
 DTYPE = torch.float16 if HAS_GPU else torch.float32  # a T4 has no bf16; the interpreter prefers fp32
 
-# Correctness tolerances, one place for the chapters (tests/ keep their own tables per dtype).
-# "kernel": |ours - reference| / max|reference| for one kernel against a higher-precision reference;
-# "attention": absolute error of attention outputs (they are averages of values, of order one);
-# "model" / "full_stack": relative change of the logits after one kind of swap / after every swap.
-TOLERANCE = {
-    "kernel": {torch.float16: 2e-3, torch.float32: 1e-5},
-    "attention": {torch.float16: 1e-2, torch.float32: 1e-4},
-    "model": {torch.float16: 2e-2, torch.float32: 1e-4},
-    "full_stack": {torch.float16: 5e-2, torch.float32: 1e-4},
-}
-
 
 def tolerance(kind: str, dtype: torch.dtype = DTYPE) -> float:
     """The chapters' tolerance of ``kind`` (a key of ``TOLERANCE``) for ``dtype``."""
@@ -191,68 +129,6 @@ COMMITTED_DIR = ROOT / "figures"  # the committed runs: figures/h200 (full run),
 
 
 # --- Sizes: the one table -----------------------------------------------------------------------
-@dataclass(frozen=True)
-class Sizes:
-    """Every size a chapter uses, per mode. Chapters read these; they never invent their own."""
-    prompt_len: int            # tokens in the prompt for tokens/s runs
-    new_tokens: int            # tokens generated per tokens/s run
-    new_tokens_full_stack: int  # chapter 6: one greedy generation per model, for where the outputs diverge
-    new_tokens_context: int    # chapter 7
-    context_prompts: tuple     # chapter 7's prompt lengths
-    rounds: int                # rounds of an interleaved comparison (compare_configs): every config once each
-    rounds_small: int          # rounds where the effect is near the noise (chapter 3's swap, SMALL_EFFECTS)
-    rounds_sweep: int          # rounds per point of chapter 7's sweep (a threshold tighter than the blog's ~18% trend); even, so
-                               # that every round has its backward twin (_shuffled's counterbalanced pairs)
-    rounds_kernel: int         # rounds of a kernel-against-kernel comparison (compare_calls)
-    profile_tokens: int        # decode steps under torch.profiler (its bookkeeping is slow)
-    add_n: int                 # elements for the headline add timing
-    add_sweep: tuple           # element counts for the add sweep
-    rmsnorm_hidden: int
-    rmsnorm_rows: int          # the "prefill-like" RMSNorm shape
-    rmsnorm_decode_rows: int   # the decode shape
-    rmsnorm_sweep_rows: tuple  # chapter 3's sweep; on a GPU it goes past an H200's 63 MB L2 (16K rows and more)
-    matmul_shape: tuple        # (M, K, N): x[M, K] @ W[N, K]^T
-    matmul_decode_shape: tuple
-    kv_lengths: tuple          # chapter 1's KV-cache steps: one decode step after this many generated tokens
-    rounds_kv: int             # rounds of that sweep (even: every shuffled order also runs backwards)
-    attention_blog_shape: dict = field(default_factory=dict)
-    attention_qwen_shape: dict = field(default_factory=dict)
-
-
-# Short generations in many rounds: at batch size 1 the host's speed moves from one generation to the next (on the
-# H200 the original's 24-token generations took 22-44 ms per token within one minute), so the closer in time two
-# configurations run, the more of that a ratio cancels. On the H200, in one process, three comparisons of 8-token
-# runs in 24 rounds (~35 s each) gave the attention + MLP swap 1.366-1.388 and all projections + RMSNorm
-# 1.313-1.360; three of 24-token runs in 8 rounds (as long each) gave 1.371-1.495 and 1.317-1.465.
-SIZES_BY_MODE = {
-    "full": Sizes(
-        prompt_len=32, new_tokens=8, new_tokens_full_stack=384, new_tokens_context=8,
-        context_prompts=(128, 256, 512, 1024), rounds=24, rounds_small=48, rounds_sweep=16, rounds_kernel=5,
-        profile_tokens=8,
-        add_n=2**20, add_sweep=tuple(2**k for k in range(12, 27, 2)),
-        rmsnorm_hidden=1024, rmsnorm_rows=512, rmsnorm_decode_rows=1,
-        rmsnorm_sweep_rows=(1, 4, 16, 64, 256, 1024, 4096, 16384, 32768, 65536),
-        matmul_shape=(128, 1024, 3072), matmul_decode_shape=(1, 1024, 3072),
-        kv_lengths=(32, 128, 512), rounds_kv=4,
-        attention_blog_shape=dict(B=1, Hq=16, Hkv=16, S=1, T=512, D=64),
-        attention_qwen_shape=dict(B=1, Hq=16, Hkv=8, S=1, T=512, D=128)),
-    "quick": Sizes(
-        prompt_len=16, new_tokens=16, new_tokens_full_stack=32, new_tokens_context=8,
-        context_prompts=(64, 128), rounds=3, rounds_small=4, rounds_sweep=4, rounds_kernel=3, profile_tokens=4,
-        add_n=2**16, add_sweep=tuple(2**k for k in range(12, 21, 4)),
-        rmsnorm_hidden=1024, rmsnorm_rows=64, rmsnorm_decode_rows=1, rmsnorm_sweep_rows=(1, 16, 256, 16384),
-        matmul_shape=(64, 1024, 1024), matmul_decode_shape=(1, 1024, 1024), kv_lengths=(32, 128), rounds_kv=4,
-        attention_blog_shape=dict(B=1, Hq=16, Hkv=16, S=1, T=128, D=64),
-        attention_qwen_shape=dict(B=1, Hq=16, Hkv=8, S=1, T=128, D=128)),
-    "cpu": Sizes(
-        prompt_len=16, new_tokens=8, new_tokens_full_stack=12, new_tokens_context=4,
-        context_prompts=(16, 32), rounds=2, rounds_small=2, rounds_sweep=2, rounds_kernel=2, profile_tokens=4,
-        add_n=2**12, add_sweep=(2**8, 2**10, 2**12, 2**14),
-        rmsnorm_hidden=64, rmsnorm_rows=16, rmsnorm_decode_rows=1, rmsnorm_sweep_rows=(1, 4, 16, 64, 256),
-        matmul_shape=(16, 64, 128), matmul_decode_shape=(1, 64, 128), kv_lengths=(4, 16), rounds_kv=2,
-        attention_blog_shape=dict(B=1, Hq=4, Hkv=4, S=1, T=32, D=16),
-        attention_qwen_shape=dict(B=1, Hq=4, Hkv=2, S=1, T=32, D=16)),
-}
 SIZES = SIZES_BY_MODE[MODE]
 
 
@@ -273,12 +149,6 @@ def env_info() -> dict:
                 transformers=transformers.__version__,
                 pinned=f"cores {','.join(map(str, sorted(PINNED_CPUS)))}" if PINNED_CPUS else "no")
     return info
-
-
-# How to read a run's timings, one line per mode (show_env prints it; full mode names the GPU there)
-MODE_NOTES = {"cpu": "CPU mode: Triton's interpreter on a tiny model; interpreter times, for the method, not for GPU conclusions.",
-              "quick": "Quick mode: real GPU timings at reduced sizes, not comparable to full runs.",
-              "full": "Full mode: GPU timings at the sizes the chapters were designed for."}
 
 
 def show_env() -> None:
@@ -744,28 +614,6 @@ def patched(model, rmsnorm: str | None = None, projections=(), attention: str | 
 
 
 # --- Where the time goes ------------------------------------------------------------------------
-@dataclass
-class DecodeProfile:
-    """Per decoded token, prefill excluded (an N-token generation minus a 1-token one), from one
-    ``compare_configs`` run: wall time from its shuffled rounds, launches and GPU-busy time from
-    torch.profiler after them (``Comparison.profile``)."""
-    launches_per_token: float | None      # every CUDA kernel (GPU only)
-    gpu_busy_ms_per_token: float | None   # summed kernel durations (GPU only)
-    wall_ms_per_token: float
-    gpu_idle_fraction: float | None       # 1 - busy / wall
-    project_launches_per_token: float     # our Triton kernels only (any target)
-    tokens_profiled: int   # new tokens of the profiled generation
-    note: str = ""
-    # kind -> ModulePrice (compare_configs(prices=True)): our modules' calls, or for the original the calls of its
-    # own modules that ours replace; empty where unpriced
-    modules: dict = field(default_factory=dict)
-
-    @property
-    def launches(self) -> float:
-        """Every CUDA kernel per token on a GPU; our own kernels only, where no GPU was profiled."""
-        return self.launches_per_token if self.launches_per_token is not None else self.project_launches_per_token
-
-
 def _device_kernels(prof) -> list[tuple[str, float]]:
     """(name, GPU µs) of each device-side kernel of a torch.profiler run (copies and memsets left out), read from
     the profiler's raw Kineto events where this PyTorch has them: ``prof.events()`` builds a Python object per
@@ -1300,18 +1148,6 @@ def graph_kernel_gap_us(kernels: int = GRAPH_GAP_KERNELS) -> float | None:
     return 1e3 * (replay_ms - busy_ms) / kernels
 
 
-def graph_step_ms(gpu_busy_ms: float, kernels: float, gap_us: float) -> float:
-    """Predicted wall ms of a decode step replayed from a CUDA graph: the host launches one graph and is out of
-    the way, so the step takes the GPU's time, its kernels' own (``gpu_busy_ms``) plus one gap per kernel
-    (``graph_kernel_gap_us``)."""
-    for name, value in (("gpu_busy_ms", gpu_busy_ms), ("kernels", kernels), ("gap_us", gap_us)):
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
-            raise ValueError(f"{name} must be a finite number (a GPU profile's; CPU mode has none), got {value!r}")
-    if gpu_busy_ms < 0 or kernels < 0:
-        raise ValueError(f"gpu_busy_ms and kernels must be >= 0, got {gpu_busy_ms!r} and {kernels!r}")
-    return gpu_busy_ms + kernels * gap_us / 1e3
-
-
 CU_GRAPH_NODE_TYPE_KERNEL = 0  # the CUDA driver's CUgraphNodeType of a kernel (cuda.h)
 
 
@@ -1384,29 +1220,6 @@ def host_us_alone(fn, calls: int | None = None, repeats: int = 3, reset=None) ->
             loops.append((time.perf_counter() - start) / calls)
             _sync()
     return statistics.median(loops) * 1e6
-
-
-@dataclass
-class ModuleCall:
-    """One kind of module as a decode step calls it (``capture_module_calls``): ours, or the original's own."""
-    kind: str          # the class, with its mode ("TritonRMSNorm(fused)"), or the attention ("attention (fast)")
-    per_token: float   # calls per decoded token (ours: from outside any other module of ours; the original's: all)
-    replay: object     # a function making one captured decode-step call again, with the same arguments
-    kernels: float | None = None  # CUDA kernels one call launches (ours and PyTorch's); None until counted, or on CPU
-    ours: float = 0.0  # our Triton launches per call
-    reset: object = None  # puts the captured KV cache back as it was at the captured call (None: nothing to put back)
-    twin: str | None = None  # the kind of the original's module this one replaces ("Linear", "attention (sdpa)")
-
-
-@dataclass
-class ModulePrice:
-    """What one kind of module costs per decoded token: calls, price alone, kernels per call (a module of ours,
-    with the kind of the original's module it replaces; or one of the original's own)."""
-    per_token: float      # calls per decoded token
-    alone_us: float       # host µs per call on its own (``host_us_alone``), median over the rounds
-    kernels: float | None  # CUDA kernels per call (None in CPU mode)
-    quartiles: str = "-"  # of the alone price over the rounds
-    twin: str | None = None  # the original's kind this one replaces (None: the original's own module)
 
 
 def _module_kind(module) -> str:
@@ -1594,118 +1407,6 @@ def launch_prices(calls: int | None = None) -> LaunchPrices:
     return LaunchPrices(triton_ms * 1e3, torch_ms * 1e3, calls)
 
 
-PREDICTION_BAR = 0.20  # a launch-budget prediction within 20% of the measured wall ms per token holds
-
-
-@dataclass
-class LaunchBudget:
-    """The launch budget in its simplest form, for one swap: a price per PyTorch launch and one per launch of ours.
-
-    A decoded token costs the host a price per PyTorch launch (the framework's Python around each op, plus
-    the launch) times PyTorch's launches, plus a price per launch of ours (our launcher's Python: checks,
-    allocation, grid, Triton's dispatch) times ours, and then the GPU-busy time on top. Chapters 3 to 5
-    predict their swap with it, from prices they measure themselves (``fitted_on`` says where each came
-    from); chapters 8 and 9 price every kind of call of ours on its own (``ModuleBudget``).
-    """
-    torch_us: float     # host µs per PyTorch launch inside generate()
-    ours_us: float      # host µs per launch of our Triton kernels inside generate()
-    fitted_on: tuple    # where the two prices came from
-
-    def host_ms(self, profile: "DecodeProfile") -> float:
-        ours = profile.project_launches_per_token
-        return ((profile.launches - ours) * self.torch_us + ours * self.ours_us) / 1e3
-
-    def predict_ms(self, profile: "DecodeProfile") -> float:
-        """Wall ms per decoded token: host work plus GPU-busy time."""
-        return self.host_ms(profile) + (profile.gpu_busy_ms_per_token or 0.0)
-
-
-@dataclass
-class ModuleBudget:
-    """The launch budget priced module by module: what each swap adds to the original's time per token.
-
-    Every call of a module of ours replaces one call of the original's module (``ModulePrice.twin``: a
-    ``GemvLinear`` an ``nn.Linear``, a ``FastDecoderLayer`` a ``Qwen3DecoderLayer``, our attention function
-    transformers' own). Each is priced on its own, in the same rounds as the wall times
-    (``compare_configs(prices=True)``): the host time of one call, its kernels' launches and the framework's
-    Python around them included. A configuration's host time per decoded token is the original's measured
-    wall time plus, for every call swapped, our call's price minus the replaced call's price, times
-    ``in_situ``: how much dearer calls are inside the model than in a loop on their own (the rest of the
-    step competes for the host's caches). The GPU works while the host is still launching, so the token
-    takes the longer of the two: ``max(host, GPU-busy)``. ``base_ms`` is measured (the original's wall ms per
-    token, the first of ``fitted_on``); ``in_situ`` is solved from the second; every other configuration is
-    predicted. The same in CPU mode, on the interpreter's clock (no GPU-busy time there).
-    """
-    base_ms: float      # the original's wall ms per decoded token
-    twins: dict         # the original's kind -> ModulePrice of its calls (the original's DecodeProfile.modules)
-    in_situ: float      # calls' host time in the model over their price alone
-    fitted_on: tuple    # (the original, the configuration in_situ was solved from)
-
-    def added_ms(self, price: "ModulePrice") -> float:
-        """Host ms per decoded token that one kind of call of ours adds at prices alone: its calls per token
-        times its price minus the price of the original's call it replaces (``price.twin``)."""
-        if price.twin not in self.twins:
-            raise ValueError(f"price: the original's {price.twin!r} was not priced; compare_configs(prices=True) "
-                             "prices the original's modules that the priced configurations replace")
-        return price.per_token * (price.alone_us - self.twins[price.twin].alone_us) / 1e3
-
-    def swapped_ms(self, profile: DecodeProfile) -> float:
-        """Host ms per decoded token that ``profile``'s swaps add at prices alone: the sum of ``added_ms`` over
-        its calls of ours."""
-        ours = [m for m in profile.modules.values() if m.twin]  # the original's own modules name no twin
-        missing = sorted({m.twin for m in ours} - set(self.twins))
-        if missing:
-            raise ValueError(f"profile: the original's {missing} were not priced; compare_configs(prices=True) "
-                             "prices the original's modules that the priced configurations replace")
-        return sum(self.added_ms(m) for m in ours)
-
-    def host_ms(self, profile: DecodeProfile) -> float:
-        return self.base_ms + self.in_situ * self.swapped_ms(profile)
-
-    def predict_ms(self, profile: DecodeProfile) -> float:
-        """Wall ms per decoded token: the longer of host work and GPU-busy time."""
-        return max(self.host_ms(profile), profile.gpu_busy_ms_per_token or 0.0)
-
-    def implied_in_situ(self, profile: DecodeProfile) -> float | None:
-        """The in-situ factor that would put ``profile`` exactly on its measured wall time. None where the swaps
-        change the original's time by less than ``MIN_EFFECT`` at prices alone (nothing swapped, or prices that
-        nearly cancel): there the measured difference is mostly noise, and a factor read from it means nothing."""
-        added = self.swapped_ms(profile)
-        if abs(added) < MIN_EFFECT * self.base_ms:
-            return None
-        return (profile.wall_ms_per_token - self.base_ms) / added
-
-
-def fit_module_budget(profiles: dict, fitted_on: tuple) -> ModuleBudget:
-    """``ModuleBudget`` from two configurations of ``profiles`` (name -> DecodeProfile, priced): the first is
-    the original (its wall time is the base, its modules' prices the replaced calls'), the second sets the
-    in-situ factor."""
-    if len(fitted_on) != 2 or any(name not in profiles for name in fitted_on):
-        raise ValueError(f"fitted_on: name two of {list(profiles)}, got {fitted_on!r}")
-    base, other = (profiles[name] for name in fitted_on)
-    if any(m.twin for m in base.modules.values()):
-        raise ValueError(f"fitted_on[0]: {fitted_on[0]!r} calls modules of ours; the base is the original, "
-                         "whose own modules are priced (compare_configs(..., prices=True))")
-    if not base.modules:
-        raise ValueError(f"fitted_on[0]: {fitted_on[0]!r} has no priced module; compare with "
-                         "compare_configs(..., prices=True), which prices the original's replaced modules")
-    if not any(m.twin for m in other.modules.values()):
-        raise ValueError(f"fitted_on[1]: {fitted_on[1]!r} has no priced module of ours; compare it with "
-                         "compare_configs(..., prices=True) and pick one that calls ours")
-    budget = ModuleBudget(base.wall_ms_per_token, dict(base.modules), 1.0, tuple(fitted_on))
-    in_situ = budget.implied_in_situ(other)
-    if in_situ is None:
-        raise ValueError(f"fitted_on[1]: {fitted_on[1]!r}'s swaps {TOO_LITTLE_SWAPPED} ({fitted_on[0]!r}); fit "
-                         "the factor on one whose swaps add more")
-    if in_situ <= 0:
-        raise ValueError(f"fitted_on[1]: {fitted_on[1]!r} measured {other.wall_ms_per_token:.3g} ms per token against "
-                         f"the base's {base.wall_ms_per_token:.3g}, the other way from what its swaps add at prices "
-                         f"alone ({budget.swapped_ms(other):+.3g} ms): no positive factor fits; the host's noise is "
-                         "larger than the swaps here")
-    budget.in_situ = in_situ
-    return budget
-
-
 # --- A decode step without the host: a static KV cache and one CUDA graph per step -------------
 class GraphDecoder:
     """Greedy generation with a static KV cache, one whole decode step replayed from a CUDA graph.
@@ -1799,8 +1500,6 @@ class GraphDecoder:
 
 # --- Interleaved comparisons and the verdict ----------------------------------------------------
 ORIGINAL, ORIGINAL_AGAIN = "original", "original (again)"  # the A/A pair: the original against itself
-# where no in-situ factor is read (ModuleBudget.implied_in_situ): the words chapters 8 and 9 and the fit use
-TOO_LITTLE_SWAPPED = f"change the original's time by less than {100 * MIN_EFFECT:.0f}% at prices alone"
 
 
 def _shuffled(names, r: int, seed: int) -> list:

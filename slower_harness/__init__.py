@@ -7,7 +7,12 @@ checks it, with each module's size).
 - ``specs``: what the series takes as given: GPU data sheets (bandwidth, peak compute, the T4's and the H200's
   make-up) and Qwen3-0.6B's architecture with its tiny CPU stand-in. Data only.
 - ``stats``: numbers, not sentences. Ratios of timings over shuffled rounds, the one verdict rule (slower, faster or
-  within noise, against the A/A floor), trends across a sweep, and the number formats that tables, ticks and verdicts print with. No torch.
+  within noise, against the A/A floor), trends across a sweep, and the number formats that tables, ticks and
+  verdicts print with. No torch.
+- ``modes``: the modes (full, quick, cpu) and how one is chosen, every size per mode, the tolerances, CPU pinning.
+  Definitions only: helpers resolves the mode and pins, once, at its import.
+- ``budget``: the launch budget, what a decoded token should cost from its launches, their prices and the GPU-busy
+  time (per swap, per kind of module call, or replayed from a CUDA graph).
 
 The split is under way: what is not listed here still lives in ``helpers.py``.
 """
