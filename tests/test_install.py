@@ -1,4 +1,5 @@
 """The README's two commands: what they install, and that they leave every tracked file alone."""
+import json
 import os
 import subprocess
 import sys
@@ -125,6 +126,8 @@ def test_command_1_touches_no_tracked_file(tmp_path):
                             capture_output=True, text=True, check=True).stdout
     assert status == "", f"command 1 changed the working tree:\n{status}"
     assert (clone / "runs" / "cpu" / "runtimes.csv").is_file()
+    executed = json.loads((clone / "runs" / "cpu" / "notebooks" / "02_add_kernel.ipynb").read_text())
+    assert any(c.get("outputs") for c in executed["cells"]), "the executed chapter kept no outputs"
 
 
 def test_the_series_runs_the_summary_chapter_last():

@@ -2,14 +2,15 @@
 
     python tools/run_series.py                  # all chapters, one after another
     python tools/run_series.py --only 05 06     # some of them
-    python tools/run_series.py --write-outputs  # also store the outputs in notebooks/*.ipynb
+    python tools/run_series.py --write-outputs  # store the outputs in notebooks/*.ipynb instead
     python tools/run_series.py --commit         # write figures/<gpu>/ (the committed run) instead of runs/
 
 First it installs what is missing (tools/install.py: PyTorch and Triton too, a CPU build where there is
 no GPU). Full size on a GPU, CPU mode (Triton's interpreter, a tiny model) otherwise; SLOWER_MODE=quick
 or SLOWER_MODE=cpu ask for the other modes, and a GPU mode without a GPU is an error. Each chapter runs
 under nbmake, as the tests do, one at a time: nothing else runs beside a measurement. Figures and
-results go to runs/<gpu>/ (ignored by git), each chapter's wall time is recorded as runtime.<chapter>_s
+results go to runs/<gpu>/ (ignored by git), the executed chapters to runs/<gpu>/notebooks/ (open them in
+Jupyter to read your own run), each chapter's wall time is recorded as runtime.<chapter>_s
 and in runtimes.csv, and the run ends with the summary table of chapter 8. Chapter 8 sums up every other
 chapter, so it runs last, after chapter 9. The first failing chapter
 stops the run, with its name and error. No tracked file changes unless you ask: --commit writes the
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -41,7 +43,8 @@ def in_order(chapters: list) -> list:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", nargs="*", default=None, help="chapter numbers or names to run (default: all)")
-    parser.add_argument("--write-outputs", action="store_true", help="store outputs in notebooks/*.ipynb")
+    parser.add_argument("--write-outputs", action="store_true",
+                        help="store outputs in notebooks/*.ipynb (default: the executed copies go to runs/<gpu>/notebooks/)")
     parser.add_argument("--commit", action="store_true",
                         help="write figures and results to figures/<gpu>/ (tracked) instead of runs/<gpu>/")
     parser.add_argument("--cell-timeout", type=int, default=3600, help="seconds one cell may take")
@@ -63,7 +66,10 @@ def main() -> int:
         if not chapters:
             parser.error(f"no chapter matches {args.only}")
     helpers.show_env()
-    print(f"results and figures go to {os.path.relpath(helpers.RESULTS_DIR, ROOT)}/")
+    executed = NOTEBOOKS if args.write_outputs else ROOT / "runs" / helpers.RESULTS_DIR.name / "notebooks"
+    executed.mkdir(parents=True, exist_ok=True)
+    print(f"results and figures go to {os.path.relpath(helpers.RESULTS_DIR, ROOT)}/, "
+          f"the executed chapters to {os.path.relpath(executed, ROOT)}/")
     kernels = install.KERNELS / "share" / "jupyter"  # where install.py --test put nbmake's kernel
     jupyter_path = os.pathsep.join(p for p in (str(kernels), os.environ.get("JUPYTER_PATH")) if p)
     env = dict(os.environ, SLOWER_MODE=helpers.MODE, SLOWER_RESULTS_ROOT=str(helpers.RESULTS_ROOT),
@@ -73,10 +79,10 @@ def main() -> int:
     bar = tqdm(chapters, desc="series", unit="chapter")
     for nb in bar:
         bar.set_postfix_str(nb.stem)
+        if not args.write_outputs:  # a copy, executed in place of the tracked notebook (it finds the repository
+            shutil.copyfile(nb, executed / nb.name)  # by walking up from its folder, as every chapter does)
         cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbmake",
-               f"--nbmake-timeout={args.cell_timeout}", str(nb.relative_to(ROOT))]
-        if args.write_outputs:
-            cmd.append("--overwrite")
+               f"--nbmake-timeout={args.cell_timeout}", "--overwrite", str((executed / nb.name).relative_to(ROOT))]
         start = time.perf_counter()
         done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
         seconds = time.perf_counter() - start
