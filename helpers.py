@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import gc
 import os
-import platform
 import random
 import re
 import shutil
@@ -37,18 +36,9 @@ from slower_harness.modes import (MODE_NOTES, MODES, SIZES_BY_MODE, TOLERANCE, S
                                    pin_cpus, resolve_mode)
 from slower_harness.budget import (PREDICTION_BAR, TOO_LITTLE_SWAPPED, DecodeProfile, LaunchBudget,  # noqa: F401
                                     ModuleBudget, ModuleCall, ModulePrice, fit_module_budget, graph_step_ms)
-
-ROOT = Path(__file__).resolve().parent
-
-# --- Mode -------------------------------------------------------------------------------------
-MODE = resolve_mode(os.environ.get("SLOWER_MODE"), torch.cuda.is_available())
-HAS_GPU = MODE != "cpu"
-if not HAS_GPU:  # must happen before any @triton.jit function is defined
-    os.environ.setdefault("TRITON_INTERPRET", "1")
-
-
-PINNED_CPUS = pin_cpus(os.environ.get("SLOWER_PIN_CPUS", "").strip())
-
+from slower_harness.env import (COMMITTED_DIR, DEVICE, DTYPE, HAS_GPU, IN_NOTEBOOK, MODE, PINNED_CPUS,  # noqa: F401
+                                 RESULTS_DIR, RESULTS_ROOT, ROOT, SIZES, SLUG, TRACES_DIR, _gpu_name, env_info,
+                                 hardware_slug, show_env, tolerance)
 
 # --- Time first, profile after -------------------------------------------------------------------
 # Kineto, torch.profiler's engine, leaves NVIDIA's CUPTI attached to the process after a profile ends
@@ -86,75 +76,6 @@ def _host_clock_free(what: str) -> None:
 
 
 import slower_kernels  # noqa: E402  (after TRITON_INTERPRET is settled)
-
-DEVICE = torch.device("cuda" if HAS_GPU else "cpu")
-DTYPE = torch.float16 if HAS_GPU else torch.float32  # a T4 has no bf16; the interpreter prefers fp32
-
-
-def tolerance(kind: str, dtype: torch.dtype = DTYPE) -> float:
-    """The chapters' tolerance of ``kind`` (a key of ``TOLERANCE``) for ``dtype``."""
-    return TOLERANCE[kind][dtype]
-
-
-IN_NOTEBOOK = "ipykernel" in sys.modules
-if not IN_NOTEBOOK:
-    import matplotlib
-
-    matplotlib.use("Agg")  # scripts and nbmake-less runs never open windows
-
-
-def _gpu_name() -> str:
-    return torch.cuda.get_device_name(0) if HAS_GPU else "cpu"
-
-
-def hardware_slug(gpu_name: str | None = None) -> str:
-    """'Tesla T4' -> 't4', 'NVIDIA H200' -> 'h200', 'NVIDIA A100-SXM4-80GB' -> 'a100'; no GPU -> 'cpu'."""
-    name = (gpu_name if gpu_name is not None else _gpu_name()).lower()
-    if name == "cpu":
-        return "cpu"
-    for known in ("h200", "h100", "gh200", "a100", "a10g", "a10", "l40s", "l4", "t4", "v100", "p100"):
-        if re.search(rf"\b{known}\b", name.replace("-", " ")):
-            return known
-    name = re.sub(r"^(nvidia|tesla|geforce)\s+", "", name).replace("geforce ", "")
-    return re.sub(r"[^a-z0-9]+", "", name) or "gpu"
-
-
-SLUG = hardware_slug()
-# Where this run's results and figures go: runs/<slug> (ignored by git), or figures/<slug> where the run
-# is meant to be committed (``python tools/run_series.py --commit`` sets SLOWER_RESULTS_ROOT=figures).
-RESULTS_ROOT = Path(os.environ.get("SLOWER_RESULTS_ROOT") or ROOT / "runs")
-TRACES_DIR = ROOT / "runs" / "traces"  # profiler traces (step_timeline's keep_trace): large, never committed
-RESULTS_DIR = RESULTS_ROOT / (SLUG if MODE == "full" else "cpu" if MODE == "cpu" else f"{SLUG}-quick")
-COMMITTED_DIR = ROOT / "figures"  # the committed runs: figures/h200 (full run), figures/cpu/runtimes.csv
-
-
-# --- Sizes: the one table -----------------------------------------------------------------------
-SIZES = SIZES_BY_MODE[MODE]
-
-
-# --- Environment --------------------------------------------------------------------------------
-def env_info() -> dict:
-    """Hardware, mode and library versions: recorded beside every number."""
-    import transformers
-    import triton
-
-    info = {"gpu": _gpu_name(), "slug": SLUG, "mode": MODE}
-    if HAS_GPU:
-        props = torch.cuda.get_device_properties(0)
-        info.update(compute_capability=f"{props.major}.{props.minor}",
-                    memory_gib=round(props.total_memory / 2**30, 1), cuda=torch.version.cuda)
-    else:
-        info.update(compute_capability="-", memory_gib="-", cuda="-")
-    info.update(python=platform.python_version(), torch=torch.__version__, triton=triton.__version__,
-                transformers=transformers.__version__,
-                pinned=f"cores {','.join(map(str, sorted(PINNED_CPUS)))}" if PINNED_CPUS else "no")
-    return info
-
-
-def show_env() -> None:
-    """Print where this run happens (hardware, mode, versions) and how to read its timings."""
-    print(" | ".join(f"{k}: {v}" for k, v in env_info().items()))
-    print(MODE_NOTES[MODE])
 
 
 # --- Presentation -------------------------------------------------------------------------------

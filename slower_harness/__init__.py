@@ -11,6 +11,9 @@ checks it, with each module's size).
   verdicts print with. No torch.
 - ``modes``: the modes (full, quick, cpu) and how one is chosen, every size per mode, the tolerances, CPU pinning.
   Definitions only: helpers resolves the mode and pins, once, at its import.
+- ``env``: where this run happens: the mode chosen, device and dtype, the GPU's short name, where results go,
+  this mode's sizes, the versions recorded beside every number. Its process-wide effects (Triton's interpreter
+  in CPU mode, CPU pinning, matplotlib's backend) happen in one call, ``setup``, at its import.
 - ``budget``: the launch budget, what a decoded token should cost from its launches, their prices and the GPU-busy
   time (per swap, per kind of module call, or replayed from a CUDA graph).
 
