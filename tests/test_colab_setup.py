@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 import colab_setup  # noqa: E402
 
-NEEDED = ["helpers.py", "colab_setup.py", "requirements.txt", "slower_kernels", "data"]
+NEEDED = ["helpers.py", "colab_setup.py", "requirements.txt", "slower_kernels", "slower_harness", "data"]
 
 
 @pytest.fixture
