@@ -16,6 +16,8 @@ checks it, with each module's size).
   in CPU mode, CPU pinning, matplotlib's backend) happen in one call, ``setup``, at its import.
 - ``budget``: the launch budget, what a decoded token should cost from its launches, their prices and the GPU-busy
   time (per swap, per kind of module call, or replayed from a CUDA graph).
+- ``results``: one table of results per run (``record``, ``results``), the catalogue of every result id with the
+  blog's T4 figures, and the tables that set a run beside the committed one and the blog's.
 
 The split is under way: what is not listed here still lives in ``helpers.py``.
 """

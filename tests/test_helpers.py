@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import helpers
+from slower_harness import env as harness_env
 import slower_kernels
 
 # One tolerance per dtype for "patched model matches the original" (many kernels stacked).
@@ -271,7 +272,7 @@ def test_hub_probe_respects_offline_mode(monkeypatch):
 
 # --- Results ------------------------------------------------------------------------------------
 def test_record_overwrites_by_id_and_joins_the_blog(tmp_path, monkeypatch):
-    monkeypatch.setattr(helpers, "RESULTS_DIR", tmp_path / "figures" / "x")
+    monkeypatch.setattr(harness_env, "RESULTS_DIR", tmp_path / "figures" / "x")
     helpers.record("add.ratio", 2.0, "x slower")
     helpers.record("add.triton_ms", 0.5, "ms", note="2^20 elements")
     helpers.record("add.ratio", 1.5, "x slower")
@@ -601,7 +602,7 @@ def test_every_recorded_id_is_catalogued_and_every_catalogued_id_is_recorded():
 
 
 def test_record_refuses_an_uncatalogued_id_or_a_wrong_unit(tmp_path, monkeypatch):
-    monkeypatch.setattr(helpers, "RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(harness_env, "RESULTS_DIR", tmp_path)
     with pytest.raises(ValueError, match="not in catalogue.csv"):
         helpers.record("add.made_up", 1.0, "ms")
     with pytest.raises(ValueError, match="catalogued in 'ms'"):
@@ -885,7 +886,7 @@ def test_ratio_quartiles_print_both_ends_to_the_same_decimals(low, high, text):
 
 
 def test_a_comparison_records_its_ratio_with_quartiles_and_verdict(tiny, tmp_path, monkeypatch):
-    monkeypatch.setattr(helpers, "RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(harness_env, "RESULTS_DIR", tmp_path)
     monkeypatch.setattr(helpers, "generate", lambda model, ids, n, use_cache=True:
                         (None, n * (1.0 if use_cache else 3.0)))
     result = helpers.compare_configs(tiny, {"no cache": dict(use_cache=False)}, prompt_len=4, new_tokens=4, rounds=3)
@@ -1466,7 +1467,7 @@ def test_the_roofline_draws_each_kernel_under_its_roofs():
 
 
 def test_compare_words_a_ratio_s_unit_both_ways(tmp_path, monkeypatch):
-    monkeypatch.setattr(helpers, "RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(harness_env, "RESULTS_DIR", tmp_path)
     helpers.record("add.ratio", 0.5, "x slower")
     row = helpers.compare(["add.ratio"]).iloc[0]
     assert row["unit"] == "time ratio (above 1: slower)" and row["yours"] == 0.5
