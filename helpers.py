@@ -38,6 +38,8 @@ from slower_harness.env import (COMMITTED_DIR, DEVICE, DTYPE, HAS_GPU, IN_NOTEBO
                                  hardware_slug, show_env, tolerance)
 from slower_harness.budget import (PREDICTION_BAR, TOO_LITTLE_SWAPPED, DecodeProfile, LaunchBudget,  # noqa: F401
                                     ModuleBudget, ModuleCall, ModulePrice, fit_module_budget, graph_step_ms)
+from slower_harness.display import (_plain_number, generation_progress, launch_note, md, plain_log_ticks,  # noqa: F401
+                                     progress, save_figure, save_sweep, show)
 from slower_harness.results import (CATALOGUE_PATH, CHAPTER_OF_PREFIX, MODEL, RESULT_COLUMNS,  # noqa: F401
                                      UNIT_WORDS, _chapter_of_prefix, _locked, blog, blog_numbers, catalogue,
                                      catalogue_entry, compare, describe_model, record, results, results_path,
@@ -82,73 +84,6 @@ import slower_kernels  # noqa: E402  (after TRITON_INTERPRET is settled)
 
 
 # --- Presentation -------------------------------------------------------------------------------
-def launch_note(per: str = "decoded token") -> str:
-    """What a launch count in results.csv counts: every CUDA kernel on a GPU (a call's from a CUDA graph of it,
-    ``launches_per_call``; a token's from torch.profiler, ``compare_configs(profile=...)``), our own kernels in
-    CPU mode."""
-    if HAS_GPU:
-        return f"every CUDA kernel per {per} ({'a CUDA graph of one call' if per == 'call' else 'torch.profiler'})"
-    return f"CPU mode: our Triton kernels per {per} only (no CUDA kernels to count)"
-
-
-def md(text: str) -> None:
-    """Markdown in a notebook, plain text elsewhere."""
-    if IN_NOTEBOOK:
-        from IPython.display import Markdown, display
-
-        display(Markdown(text))
-    else:
-        print(text)
-
-
-def show(df) -> None:
-    """A table, every row and column of it (pandas would elide the middle of a long one), its floats
-    written by ``table_number`` (no "1655.000000", no "NaN")."""
-    import pandas as pd
-
-    if isinstance(df, pd.DataFrame):
-        df = df.copy()
-        for column in df.columns:
-            if pd.api.types.is_float_dtype(df[column]):
-                df[column] = df[column].map(table_number)
-            elif df[column].dtype == object:
-                df[column] = df[column].map(lambda v: table_number(v) if isinstance(v, float) else v)
-    if IN_NOTEBOOK:
-        from IPython.display import display
-
-        with pd.option_context("display.max_rows", None, "display.max_columns", None, "display.width", 200,
-                               "display.max_colwidth", None):  # a label cut at 50 characters can lose its clock
-            display(df)
-    else:
-        with pd.option_context("display.max_colwidth", None):
-            print(df.to_string())
-
-
-def progress(iterable, desc: str = "", **kwargs):
-    """A progress bar (a widget in Jupyter). ``TQDM_DISABLE=1`` hides it: a stored notebook keeps a widget's
-    first state ("0%"), and tqdm's notebook bar ignores that variable unless it is passed on."""
-    from tqdm.auto import tqdm
-
-    kwargs.setdefault("disable", os.environ.get("TQDM_DISABLE", "").lower() in ("1", "true"))
-    return tqdm(iterable, desc=desc, **kwargs)
-
-
-def save_figure(fig, name: str) -> Path:
-    """Save to RESULTS_DIR/<name>.png: the same file name on every run."""
-    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    path = RESULTS_DIR / f"{name}.png"
-    fig.savefig(path, dpi=120, bbox_inches="tight")
-    return path
-
-
-def save_sweep(df, name: str) -> Path:
-    """Save a sweep's table as RESULTS_DIR/<name>.csv, beside its figure."""
-    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    path = RESULTS_DIR / f"{name}.csv"
-    df.to_csv(path, index=False)
-    return path
-
-
 # --- Model --------------------------------------------------------------------------------------
 
 
@@ -1883,92 +1818,3 @@ def reproduce(model=None, tokenizer=None, ids=None, rounds: int | None = None, c
 
 # --- Results ------------------------------------------------------------------------------------
 # --- Plots ---
-# Appended helpers for the chapters' figures (tick labels) and for progress during long measurements.
-def _plain_number(value, _pos=None, view=None) -> str:
-    """A tick label as a reader writes the number: 128, 0.05, 4096. Powers of ten become 10^k outside
-    1e-4..1e5, and on every tick of an axis whose ``view`` (its limits) reaches beyond that range."""
-    import math
-
-    if value == 0:
-        return "0"
-    size = abs(value)
-    exponent = math.log10(size)
-    decade = abs(exponent - round(exponent)) < 1e-9
-    limits = [abs(v) for v in (view if view is not None else ()) if v != 0]  # a symlog axis may reach 0
-    beyond = bool(limits) and (min(limits) < 1e-4 or max(limits) >= 1e5)
-    if decade and (beyond or not 1e-4 <= size < 1e5):
-        return ("-" if value < 0 else "") + f"$10^{{{round(exponent)}}}$"
-    if 1e-4 <= size < 1e5:
-        return f"{value:.6g}"
-    if float(value).is_integer():
-        return f"{value:,.0f}"
-    return f"{value:.3g}"
-
-
-def plain_log_ticks(ax, axis: str = "both", values=None, labels=None) -> None:
-    """Plain tick labels on a log axis of ``ax`` (``"x"``, ``"y"`` or ``"both"``): 128, 256, 0.05, never 6x10^1.
-
-    ``values``: put the ticks exactly there (a sweep's own points), labelled as plain numbers or with
-    ``labels``; no minor ticks. Without ``values``: ticks at 1, 2 and 5 times each power of ten in view (1, 2,
-    3 and 5 on an axis shorter than 1.2 decades; powers of ten alone, as 10^k, on one longer than four decades
-    or beyond 1e-4..1e5), unlabelled minor ticks between.
-    A symlog axis keeps its ticks and only gets the plain labels.
-    """
-    import math
-
-    from matplotlib import ticker
-
-    class _Plain(ticker.Formatter):
-        def __call__(self, x, pos=None):
-            return _plain_number(x, pos, self.axis.get_view_interval() if self.axis is not None else None)
-
-    class _OneTwoFive(ticker.LogLocator):
-        def tick_values(self, vmin, vmax):
-            lo, hi = sorted((vmin, vmax))
-            decades = math.log10(hi / lo) if lo > 0 else 0.0
-            if lo > 0 and (decades > 4 or lo < 1e-4 or hi >= 1e5):  # powers of ten only, labelled 10^k
-                subs = (1.0,)
-            else:
-                subs = (1.0, 2.0, 3.0, 5.0) if decades < 1.2 else (1.0, 2.0, 5.0)
-            self.set_params(subs=subs)
-            return super().tick_values(vmin, vmax)
-
-    for which in (("x", "y") if axis == "both" else (axis,)):
-        target = ax.xaxis if which == "x" else ax.yaxis
-        scale = ax.get_xscale() if which == "x" else ax.get_yscale()
-        if scale not in ("log", "symlog"):
-            continue
-        if values is not None:
-            ticks = [float(v) for v in values]
-            target.set_major_locator(ticker.FixedLocator(ticks))
-            target.set_minor_locator(ticker.NullLocator())
-            if labels is not None:
-                target.set_major_formatter(ticker.FixedFormatter(list(labels)))
-            else:
-                target.set_major_formatter(_Plain())
-            continue
-        if scale == "log":
-            target.set_major_locator(_OneTwoFive(base=10))
-            target.set_minor_locator(ticker.LogLocator(base=10, subs=tuple(range(2, 10))))
-        target.set_major_formatter(_Plain())
-        target.set_minor_formatter(ticker.NullFormatter())
-
-
-@contextmanager
-def generation_progress(model, total: int | None = None, desc: str = "generating"):
-    """A progress bar that advances once per forward pass of ``model`` (one per generated token) while the
-    ``with`` block runs: for single measurements that take minutes. The block's work is unchanged; the hook
-    adds one counter update, microseconds, to each forward pass."""
-    # no rate in the bar: forwards per second under a progress hook is not a clock the series reports
-    bar = progress(None, desc=desc, total=total, unit="forward", mininterval=1.0,
-                   bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}]")
-
-    def advance(_module, _args, _output):
-        bar.update()  # returns nothing: a forward hook that returns a value replaces the model's output
-
-    handle = model.register_forward_hook(advance)
-    try:
-        yield bar
-    finally:
-        handle.remove()
-        bar.close()

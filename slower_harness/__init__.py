@@ -18,6 +18,8 @@ checks it, with each module's size).
   time (per swap, per kind of module call, or replayed from a CUDA graph).
 - ``results``: one table of results per run (``record``, ``results``), the catalogue of every result id with the
   blog's T4 figures, and the tables that set a run beside the committed one and the blog's.
+- ``display``: what a reader sees: tables, progress bars, markdown in a notebook, figures and sweeps saved beside
+  the results, plain tick labels. It shows numbers; it writes no sentences.
 
 The split is under way: what is not listed here still lives in ``helpers.py``.
 """

@@ -313,10 +313,10 @@ def test_fmt_says_where_a_number_cannot_be_measured():
 
 
 def test_launch_note_names_what_was_counted(monkeypatch):
-    monkeypatch.setattr(helpers, "HAS_GPU", True)
+    monkeypatch.setattr(harness_env, "HAS_GPU", True)
     assert helpers.launch_note(per="call") == "every CUDA kernel per call (a CUDA graph of one call)"
     assert helpers.launch_note() == "every CUDA kernel per decoded token (torch.profiler)"
-    monkeypatch.setattr(helpers, "HAS_GPU", False)
+    monkeypatch.setattr(harness_env, "HAS_GPU", False)
     assert helpers.launch_note(per="call") == "CPU mode: our Triton kernels per call only (no CUDA kernels to count)"
     assert "per decoded token" in helpers.launch_note()
 
