@@ -20,6 +20,8 @@ checks it, with each module's size).
   blog's T4 figures, and the tables that set a run beside the committed one and the blog's.
 - ``display``: what a reader sees: tables, progress bars, markdown in a notebook, figures and sweeps saved beside
   the results, plain tick labels. It shows numbers; it writes no sentences.
+- ``machine``: what a GPU is made of (data sheet beside the device's own report), the memory hierarchy and the
+  roofline drawn from it, and what the compiler made of a kernel for a T4 and an H200.
 
 The split is under way: what is not listed here still lives in ``helpers.py``.
 """

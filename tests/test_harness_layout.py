@@ -64,3 +64,14 @@ def test_helpers_re_exports_what_the_chapters_call():
         assert getattr(helpers, name) is getattr(stats, name)
     for name in ("NOMINAL_GB_S", "NOMINAL_TFLOPS", "GPU_SPECS", "QWEN3_0_6B", "TINY_QWEN3"):
         assert getattr(helpers, name) is getattr(specs, name)
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_no_local_name_hides_an_imported_module(module):
+    """A local ``env = {...}`` inside a function of a module that imports ``env`` would read the dict where the
+    module was meant (it happened once: ``env.ROOT`` of a dict)."""
+    tree = ast.parse((PACKAGE / f"{module}.py").read_text())
+    modules = {a.asname or a.name for n in tree.body if isinstance(n, ast.ImportFrom) and n.module == "slower_harness"
+               for a in n.names}
+    stored = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    assert not modules & stored, f"slower_harness/{module}.py assigns {sorted(modules & stored)}, a module it imports"
