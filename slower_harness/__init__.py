@@ -22,6 +22,9 @@ checks it, with each module's size).
   the results, plain tick labels. It shows numbers; it writes no sentences.
 - ``machine``: what a GPU is made of (data sheet beside the device's own report), the memory hierarchy and the
   roofline drawn from it, and what the compiler made of a kernel for a T4 and an H200.
+- ``exercises``: a reader's guess (faster, slower, the same) checked against a measured ratio.
+- ``timeline``: one decode step on a time axis from the profiler's trace (host launches against GPU kernels), and
+  its figure.
 
 The split is under way: what is not listed here still lives in ``helpers.py``.
 """
