@@ -8,7 +8,9 @@ It answers the questions each chapter asks, the same way every time:
 * what happens when our kernels replace PyTorch's (``patched``);
 * what did we measure, and what did the blog measure (``record``, ``compare``).
 
-Imports point one way: notebooks import ``helpers`` and ``slower_kernels``; ``helpers`` imports ``slower_kernels``.
+Imports point one way: notebooks import ``helpers`` and ``slower_kernels``; ``helpers`` imports ``slower_harness``
+(the modules its code is moving into, re-exported here; ``slower_harness/__init__.py`` says which owns what) and
+``slower_kernels``.
 """
 from __future__ import annotations
 
@@ -87,8 +89,6 @@ import slower_kernels  # noqa: E402  (after TRITON_INTERPRET is settled)
 
 
 # --- Model --------------------------------------------------------------------------------------
-
-
 def _hub_reachable(host: str = "huggingface.co", timeout_s: float = 3.0) -> bool:
     """A short TCP probe, so a machine without network falls back in seconds instead of hanging."""
     if os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False"):
@@ -593,10 +593,7 @@ def step_timeline(model, ids: torch.Tensor, decoder: str = "generate", keep_trac
         return df
 
 
-# --- A roofline: how close each kernel comes to the GPU's bandwidth and compute -----------------------
-# --- The machine: what a GPU is made of (chapter 1, used after) ----------------------------------
-# --- What the compiler made (chapters 2-4) ---------------------------------------------------------
-# --- Exercises: the reader's guess against a measurement --------------------------------------------
+# --- The weight-read floor: a token's weight bytes against the data sheet's bandwidth ------------------
 def bandwidth(model, tokens_per_s: float) -> dict:
     """Weight bytes read per second against the GPU's nominal bandwidth.
 

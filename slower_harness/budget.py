@@ -9,6 +9,9 @@ from dataclasses import dataclass, field
 
 from slower_harness.stats import MIN_EFFECT
 
+# where no in-situ factor is read (ModuleBudget.implied_in_situ): the words chapters 8 and 9 and the fit use
+TOO_LITTLE_SWAPPED = f"change the original's time by less than {100 * MIN_EFFECT:.0f}% at prices alone"
+
 
 @dataclass
 class DecodeProfile:
@@ -177,7 +180,3 @@ def fit_module_budget(profiles: dict, fitted_on: tuple) -> ModuleBudget:
                          "larger than the swaps here")
     budget.in_situ = in_situ
     return budget
-
-
-# where no in-situ factor is read (ModuleBudget.implied_in_situ): the words chapters 8 and 9 and the fit use
-TOO_LITTLE_SWAPPED = f"change the original's time by less than {100 * MIN_EFFECT:.0f}% at prices alone"
