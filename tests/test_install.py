@@ -127,7 +127,8 @@ def test_command_1_touches_no_tracked_file(tmp_path):
     assert status == "", f"command 1 changed the working tree:\n{status}"
     assert (clone / "runs" / "cpu" / "runtimes.csv").is_file()
     executed = json.loads((clone / "runs" / "cpu" / "notebooks" / "02_add_kernel.ipynb").read_text())
-    assert any(c.get("outputs") for c in executed["cells"]), "the executed chapter kept no outputs"
+    printed = "".join("".join(o.get("text", "")) for c in executed["cells"] for o in c.get("outputs", []))
+    assert "mode: cpu" in printed, "runs/cpu/notebooks/ holds no output of this run (the committed run's is full mode)"
 
 
 def test_the_series_runs_the_summary_chapter_last():
