@@ -23,19 +23,19 @@
 #
 # At batch size 1, a decode step of Qwen3-0.6B is **overhead-bound**: the GPU spends most of each step waiting
 # for the host (Python, PyTorch and the driver) to launch its next kernel. On the committed H200 run one decoded
-# token launched 1,655 kernels and took 24.0 ms of wall time, and the GPU was busy for 3.37 ms of it: idle 86%
+# token launched 1,655 kernels and took 20.0 ms of wall time, and the GPU was busy for 3.40 ms of it: idle 83%
 # of the time. Reading every weight once, the least work a token needs, takes a quarter of a millisecond at the
-# H200's nominal bandwidth; the token took about 97 times that floor.
+# H200's nominal bandwidth; the token took about 81 times that floor.
 #
 # The strongest evidence that the host sets the pace: an H200 reads its memory about 15 times as fast as the
 # blog's T4, and has about 15 times its tensor-core compute. On the committed H200 run the original model made
-# 41.0 tokens/s. The blog's T4 made 22.58 to 23.67 tokens/s with the same model: fifteen times the GPU bought
-# less than twice the speed.
+# 49.2 tokens/s. The blog's T4 made 22.58 to 23.67 tokens/s with the same model: fifteen times the GPU bought
+# little more than twice the speed.
 #
 # The KV cache tells the same story. The blog found that turning it off cut its T4's tokens/s by about half; on
 # the committed H200 run it changed nothing measurable at 8 new tokens. [The KV-cache
-# section](#Where-the-KV-cache-pays) times one step out to 512 tokens and shows why: the cache saves GPU
-# arithmetic, and the H200 is not short of arithmetic.
+# section](#Where-the-KV-cache-pays) times one step out to 512 tokens: without the cache it cost no more there
+# either. The cache saves GPU arithmetic, and the H200 is not short of arithmetic.
 #
 # (The H200 could not reach the model hub, so it ran Qwen3-0.6B's exact architecture with seeded random
 # weights. Timings depend on the shapes, not on the weights' values; the generated text is meaningless.)
@@ -291,14 +291,14 @@ helpers.show(pd.DataFrame([{
 # few hundred positions) the step turns compute-bound and costs more than the floor: at 544 positions, 512
 # generated after the 32-token prompt, at least 8 ms on a T4 and half a millisecond on an H200.
 #
-# Set that beside a decode step's wall time: about 25 ms on the H200
+# Set that beside a decode step's wall time: about 20 ms on the H200
 # ([measured below](#Where-the-time-of-one-token-goes)), about 40 ms on the blog's T4 (1000 / 23 tokens/s). GPU
 # work shorter than the host's time per step hides behind the launches. Predict: on an H200 a step costs the
-# same with and without the cache at every length here (at peak, its arithmetic would fill a 25 ms step only at
-# about 11,000 positions); on a T4 the missing cache can start to show towards 512 tokens, where its matmuls,
+# same with and without the cache at every length here (at peak, its arithmetic would fill a 20 ms step only at
+# about 10,000 positions); on a T4 the missing cache can start to show towards 512 tokens, where its matmuls,
 # well below their peak at these shapes, come nearer the host's time.
 #
-# **Measure one step, not whole generations.** A 512-token generation takes about 13 s on the H200 without
+# **Measure one step, not whole generations.** A 512-token generation takes about 10 s on the H200 without
 # CUDA graphs, cache or not, and without the cache the steps grow with the sequence, quadratically in the
 # work: whole generations in rounds, with and without the cache, would take minutes. The cache's difference sits
 # in one step, so this section times that step at each length $n$ of `KV_LENGTHS` (32, 128 and 512 at full
@@ -342,16 +342,16 @@ helpers.save_figure(fig, "kv_cache_steps")
 plt.show()
 
 # %% [markdown]
-# **What it shows.** "Within noise" in the verdict column means the cache saved nothing the wall clock can see at
-# that length; "slower" gives the factor a step paid without it. With the cache a step should cost the same
-# at every length (the cache adds 4 KB per token and layer to read: at 544 tokens, 62 MB, about 13 µs on an
-# H200); in the figure it moves between about 22 and 29 ms with the host's pace from one length to the next, not
-# with the length. The line without it can rise only where the GPU's own work shows through the host's time. On an H200 expect the two lines
-# together all the way to 512. Chapter 7 finds the same from another side on the committed H200 run: a prefill
-# over 1,024 tokens, which is what a step without the cache is, cost about as much wall time as one decoded
-# token. The cache saves the H200 arithmetic, and arithmetic is not what the H200 is short of. The blog's "about
-# half" on its T4 needs about 40 ms more per step: sequences far longer than these, or a host quick enough for
-# the GPU's work to set the pace.
+# **What it shows.** With the cache a step should cost the same at every length (the cache adds 4 KB per token
+# and layer to read: at 544 tokens, 62 MB, about 13 µs on an H200); on the committed H200 run it stayed between
+# about 20 and 21 ms. The line without it can rise only where the GPU's own work shows through the host's time,
+# and on the committed H200 run it never rose: within noise at 64 and 160 tokens, and at 544 a miss the other
+# way, 1.07x faster without the cache (quartiles 0.926-0.944). The GPU's work cannot explain that; the cache's
+# host bookkeeping (appending keys and values in every layer) or the host's drift over only 4 rounds could, and
+# this run cannot tell which. Chapter 7 shows the extra work hiding from another side on the committed H200 run:
+# a prefill over 1,024 tokens, which is what a step without the cache is, cost about as much wall time as one
+# decoded token. The blog's "about half" on its T4 needs about 40 ms more per
+# step: sequences far longer than these, or a host quick enough for the GPU's work to set the pace.
 #
 # ## The baseline, in rounds
 #
@@ -359,10 +359,11 @@ plt.show()
 # after a `SIZES.prompt_len`-token prompt (32), in `SIZES.rounds` shuffled rounds (24), beside its A/A copy and
 # the model without its cache. Short generations in many rounds, because the closer in time two configurations
 # run, the more of the host's drift their ratio cancels (METHODS.md has the measurements). After the rounds,
-# `profile=[helpers.ORIGINAL]` counts the original's kernels and GPU-busy time per decoded token.
+# `helpers.profile_configs` counts the original's kernels and GPU-busy time per decoded token.
 
 # %%
-comparison = helpers.compare_configs(model, {NO_KV: {"use_cache": False}}, tokenizer=tokenizer, profile=[ORIGINAL])
+comparison = helpers.compare_configs(model, {NO_KV: {"use_cache": False}}, tokenizer=tokenizer)
+helpers.profile_configs(comparison, model, [ORIGINAL])  # after the timed rounds
 setting = f"greedy, prompt {P}, {N} new tokens, median of {len(comparison.orders)} shuffled rounds"
 helpers.record("baseline.tps_kv", comparison.tokens_per_s[ORIGINAL], "tokens/s", setting + "; prefill included")
 helpers.record("baseline.tps_no_kv", comparison.tokens_per_s[NO_KV], "tokens/s",
@@ -372,10 +373,10 @@ helpers.show(comparison.table())
 print(helpers.verdict_line("no cache / cache, per generation", comparison.ratios[NO_KV], comparison.floor))
 
 # %% [markdown]
-# On the committed H200 run the original made 41.00 tokens/s and its A/A copy 41.30, and the A/A floor's median
-# was 0.994 with quartiles 0.972-1.026. Two medians of the very same model fell under 1% apart, so medians set
-# side by side decide nothing; the rounds do. Without the cache a generation took a median 0.983 times as long,
-# quartiles 0.963-1.008: within noise. At 8 new tokens the sequence never passes 40 positions, so this cannot show
+# On the committed H200 run the original made 49.18 tokens/s and its A/A copy 49.71, and the A/A floor's median
+# was 0.990 with quartiles 0.967-1.010. Two medians of the very same model fell about 1% apart, so medians set
+# side by side decide nothing; the rounds do. Without the cache a generation took a median 0.988 times as long,
+# quartiles 0.96-1.04: within noise. At 8 new tokens the sequence never passes 40 positions, so this cannot show
 # where the cache pays (the section above does); it stays as the series' recorded baseline.
 #
 # ## Where the time of one token goes
@@ -434,20 +435,19 @@ helpers.show(pd.DataFrame([
 ], columns=["per decoded token", "value", "quartiles", "clock or source"]))
 
 # %% [markdown]
-# **What it shows.** On the committed H200 run a decoded token took 24.04 wall ms (quartiles 23.6-25.2 over the
-# rounds), and the GPU was busy for 3.37 ms of it: idle 86% of the time. It launched 1,655 kernels, one every
-# 14.5 µs of wall time, while the average kernel ran for 2.0 µs of GPU time. The host cannot issue kernels as
+# **What it shows.** On the committed H200 run a decoded token took 20.02 wall ms (quartiles 19.4-20.6 over the
+# rounds), and the GPU was busy for 3.40 ms of it: idle 83% of the time. It launched 1,655 kernels, one every
+# 12.1 µs of wall time, while the average kernel ran for 2.1 µs of GPU time. The host cannot issue kernels as
 # fast as the GPU finishes them, so the host sets the token's time: launches added or removed show up in the wall
-# time. The quartiles are the host too: its pace moves between rounds (by tens of percent on some runs), and
-# the per-round ratios cancel that drift.
+# time.
 #
 # **One time per token.** Tokens/s and wall ms per decoded token are two views of the same rounds. On the
-# committed H200 run, 41.0 tokens/s is 8 tokens over a whole generation: 26.6 ms of prefill plus 7 steps of
-# 24.0 ms, about 195 ms. Without the prefill, 1000 / 24.0 gives 42 decoded tokens/s.
+# committed H200 run, 49.2 tokens/s is 8 tokens over a whole generation: 22.2 ms of prefill plus 7 steps of
+# 20.0 ms, about 162 ms. Without the prefill, 1000 / 20.0 gives 50 decoded tokens/s.
 #
 # **The weight-read floor.** On the committed H200 run the floor was 0.25 GPU ms per token: the token took about
-# 97 times the floor, reading its weights at an effective 50 GB/s out of a nominal 4,800. Even the GPU-busy time
-# alone was 13.6 times the floor: each of its small kernels pays a fixed cost to start, whatever it moves. That
+# 81 times the floor, reading its weights at an effective 60 GB/s out of a nominal 4,800. Even the GPU-busy time
+# alone was 13.7 times the floor: each of its small kernels pays a fixed cost to start, whatever it moves. That
 # gap is the room in which this series makes the model slower.
 #
 # **The regime.** A decoded token does 2 flop per 2-byte weight, 1 flop per byte, far below the ridge point (206
@@ -471,9 +471,10 @@ else:
 
 # %% [markdown]
 # On the committed H200 run the traced step issued 1,619 host launches and ran 1,619 kernels, and the GPU was idle
-# 92% of the traced span. At the full step's scale every kernel is drawn at least a pixel wide, so both lanes look
-# solid; the zoom on the right shows one layer at its true widths, mostly gaps. The profile counted 36 kernels more per token because
-# `generate()` adds its own each step (the next inputs, picking the token, checking whether to stop).
+# 90% of the traced span. At the full step's scale every kernel is drawn at least a pixel wide, so both lanes look
+# solid; the zoom on the right shows one layer at its true widths, mostly gaps. The profile counted 36 kernels
+# more per token because `generate()` adds its own each step (the next inputs, picking the token, checking
+# whether to stop).
 #
 # ## Your numbers beside the blog's
 #
@@ -546,9 +547,10 @@ measured = helpers.check_answer(answer, cmp.ratios["twice the rows"], cmp.floor,
                                 clock=cmp.clock if helpers.HAS_GPU else CPU_CLOCK)
 
 # %% [markdown]
-# The answers, to read after your own: on the committed H200 run the half add took 1.049x the whole one's host
-# time, within noise (near the threshold); half the bytes on the GPU clock ran 1.94x faster; twice the rows took 2.01x as long. The
-# second and third follow the work; the first follows the launch.
+# The answers, to read after your own: on the committed H200 run the half add took 1.08x the whole one's host
+# time (quartiles 1.03-1.12), a "slower" near its threshold where the prediction said "same"; half the bytes on
+# the GPU clock ran 1.94x faster; twice the rows took 2.02x as long. The second and third follow the work; the
+# first does not: half the bytes bought no time at all.
 #
 # ## Takeaway
 #

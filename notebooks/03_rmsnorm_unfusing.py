@@ -22,20 +22,21 @@
 #
 # ## What you will see
 #
-# Un-fusing costs what it should on the GPU, and the model barely notices. On the committed H200 run the
-# two-pass kernel took 1.78x the GPU time of our fused kernel at 512 rows, and 1.65x at one row. Yet with all
-# 113 RMSNorms of the model swapped for it, the time per generation was 1.030x the original's on the committed
-# H200 run (quartiles of the rounds 0.999-1.097, A/A floor 0.997): within noise, where the blog's T4 lost about
-# a quarter of its tokens/s.
+# Un-fusing costs what it should on the GPU, and in the model its effect does not clear the noise. On the
+# committed H200 run the two-pass kernel took 1.78x the GPU time of our fused kernel at 512 rows, and 1.65x at
+# one row. With all 113 RMSNorms of the model swapped for it, the median time per generation was 1.093x the
+# original's on the committed H200 run, but the rounds scattered widely (quartiles 0.998-1.186, A/A floor
+# 1.016): within noise. The blog's T4 lost about a quarter of its tokens/s.
 #
 # "Slower" needs a reference, and the swap's reference is transformers' eager `Qwen3RMSNorm`: a chain of 8
 # kernels that pass fp32 intermediates through memory, where our fused kernel launches 1 and the two-pass
-# kernel 2. On the committed H200 run the two-pass kernel's GPU time was 5.93x faster than the chain's at 512
-# rows, and one call at one row cost the host 64.3 µs against the chain's 86.8 µs. So before the model runs,
-# this chapter predicts a change of 113 calls x about -23 µs, about 2.5 ms less per token out of about 24: a
-# speed-up of about 11%. It did not come: a call's price alone is not its price inside `generate()`. The fair
-# one-kernel reference is PyTorch's own `torch.nn.functional.rms_norm`, timed here beside the others; against
-# it, un-fusing loses (on the committed H200 run 1.18x at 512 rows, near the blog's 1.26x). (The H200
+# kernel 2. On the committed H200 run the two-pass kernel's GPU time was 5.86x faster than the chain's at 512
+# rows, and one call at one row cost the host 90.1 µs against the chain's 104.5 µs. So before the model runs,
+# this chapter predicts a change of 113 calls x about -14 µs, about 1.6 ms less per token out of about 26: a
+# speed-up of about 6%. It did not come, and the median went the other way: a call's price alone is not its
+# price inside `generate()`. The fair one-kernel reference is PyTorch's own `torch.nn.functional.rms_norm`,
+# timed here beside the others; against it, un-fusing loses (on the committed H200 run 1.20x at 512 rows, near
+# the blog's 1.26x). (The H200
 # could not reach the model hub and ran Qwen3-0.6B's exact architecture with seeded random weights: timings
 # depend on the shapes, not on the weights' values.)
 #
@@ -246,23 +247,17 @@ def measure(rows):
     time from it, and one host reading per version (in CPU mode the interpreter's rounds are the only clock)."""
     calls = calls_for(rows)
     with torch.no_grad():
-        cmp = helpers.compare_calls({v: c for v, c in calls.items() if v != EAGER}, reference=calls[EAGER])
-        gpu_ms = {v: cmp.ms[helpers.REFERENCE if v == EAGER else v] for v in calls}
+        cmp = helpers.compare_calls({v: c for v, c in calls.items() if v != EAGER}, reference=calls[EAGER],
+                                    reference_name=EAGER)
+        gpu_ms = {v: cmp.ms[v] for v in calls}
         host_ms = {v: helpers.host_ms_per_call(c) for v, c in calls.items()} if helpers.HAS_GPU else gpu_ms
     return {"cmp": cmp, "gpu_ms": gpu_ms, "host_ms": host_ms}
-
-
-def over(cmp, a, b):
-    """a's time over b's, round by round: both ran in every round, so it is the ratio of their ratios to the
-    eager chain (the eager chain's own ratio to itself being 1)."""
-    per_round = {v: [1.0] * cmp.rounds if v == EAGER else cmp.ratios[v].values for v in (a, b)}
-    return helpers.Ratio.of([p / q for p, q in zip(per_round[a], per_round[b])])
 
 
 def against_eager(cmp):
     """One row per version: median µs per call, ratio to the eager chain with its quartiles, and the verdict
     (the eager chain's own row: its A/A floor)."""
-    return pd.DataFrame([{"version": v, f"{cmp.clock}, µs per call": 1e3 * cmp.ms[helpers.REFERENCE if v == EAGER else v],
+    return pd.DataFrame([{"version": v, f"{cmp.clock}, µs per call": 1e3 * cmp.ms[v],
                           "ratio to eager (quartiles)": f"{r.median_text} ({r.quartiles})",
                           "verdict": "A/A floor" if v == EAGER else cmp.verdict(v).text}
                          for v in VERSIONS for r in [cmp.floor if v == EAGER else cmp.ratios[v]]])
@@ -292,23 +287,22 @@ helpers.show(pd.concat([against_eager(runs[rows]["cmp"]).assign(**{
     for rows in (R1, R)]).set_index(["shape", "version"]))
 for rows in (R1, R):
     for other in ("fused", "F.rms_norm"):
-        print(f"[{rows}, {H}]", helpers.verdict_line(f"two-pass / {other}", over(runs[rows]["cmp"], "two-pass", other),
-                                             runs[rows]["cmp"].floor))
+        cmp = runs[rows]["cmp"]
+        print(f"[{rows}, {H}]", helpers.verdict_line(f"two-pass / {other}", cmp.between("two-pass", other), cmp.floor))
 
 # %% [markdown]
-# On the committed H200 run, at one row the eager chain took 11.50 µs of GPU time, the fused kernel 1.438 µs and
-# the two-pass kernel 2.370 µs; at 512 rows, 18.60, 1.770 and 3.138 µs. Against the eager chain our fused kernel
-# was 11x faster at 512 rows and even the two-pass kernel 5.93x faster: un-fusing doubled our launches, but two
+# On the committed H200 run, at one row the eager chain took 11.46 µs of GPU time, the fused kernel 1.407 µs and
+# the two-pass kernel 2.321 µs; at 512 rows, 18.45, 1.774 and 3.146 µs. Against the eager chain our fused kernel
+# was 10x faster at 512 rows and even the two-pass kernel 5.86x faster: un-fusing doubled our launches, but two
 # are still a quarter of the chain's eight, and the chain's fp32 intermediates move six times the two-pass
-# kernel's bytes. Against our fused kernel the two-pass kernel was 1.78x slower at 512 rows and 1.65x at one
-# row.
+# kernel's bytes.
 #
 # So whether the two-pass kernel is "slower than PyTorch", as the blog found, depends on which PyTorch RMSNorm
 # it is set against. Against the eager chain it wins. Against a one-kernel RMSNorm it should lose: by up to its
 # ratio to our fused kernel if PyTorch's kernel is as quick as ours, by less if it is slower. The blog's 1.26x
 # fits such a reference better than the chain. `F.rms_norm` is PyTorch's one-kernel RMSNorm, and on the
-# committed H200 run the two-pass kernel lost to it: 1.11x slower at one row, 1.18x at 512 rows. PyTorch's one
-# kernel is a little slower than our fused one, so the two-pass kernel loses to it by less than to ours.
+# committed H200 run the two-pass kernel lost to it: 1.09x slower at one row, 1.20x at 512 rows. PyTorch's one
+# kernel took about 1.5 times our fused kernel's time, so the two-pass kernel loses to it by less than to ours.
 #
 # ## A sweep over the number of rows
 #
@@ -320,7 +314,7 @@ for rows in (R1, R):
 RATIOS = (("eager", "fused"), ("two-pass", "fused"), ("two-pass", "F.rms_norm"))
 sweep = pd.DataFrame([{"rows": rows, **{f"{v.replace('-', '_')}_{clock}_ms": m[f"{clock}_ms"][v]
                                         for v in VERSIONS for clock in ("gpu", "host")},
-                       **{f"{a} / {b}": over(m["cmp"], a, b).median for a, b in RATIOS},
+                       **{f"{a} / {b}": m["cmp"].between(a, b).median for a, b in RATIOS},
                        "A/A floor": m["cmp"].floor.median} for rows, m in runs.items()])
 helpers.save_sweep(sweep, "rmsnorm_sweep")  # the times in ms; chapter 4 reads two_pass_host_ms
 helpers.show(pd.DataFrame({
@@ -330,7 +324,7 @@ helpers.show(pd.DataFrame({
     "fused GB/s": moved_bytes(sweep["rows"], "fused") / sweep["fused_gpu_ms"] / 1e6,  # bytes / (ms * 1e-3) / 1e9
     "two-pass host µs": 1e3 * sweep["two_pass_host_ms"]}).set_index("rows"))
 biggest = runs[ROWS[-1]]["cmp"]
-print(f"[{ROWS[-1]}, {H}]", helpers.verdict_line("two-pass / fused", over(biggest, "two-pass", "fused"), biggest.floor))
+print(f"[{ROWS[-1]}, {H}]", helpers.verdict_line("two-pass / fused", biggest.between("two-pass", "fused"), biggest.floor))
 L2 = torch.cuda.get_device_properties(0).L2_cache_size if helpers.HAS_GPU else None
 print("L2 cache MB:", helpers.fmt(L2 and L2 / 1e6, 2))
 
@@ -344,7 +338,7 @@ for v, color in colors.items():
         ax_t.plot(sweep["rows"], 1e3 * sweep[f"{key}_host_ms"], "x--", color=color, alpha=0.5,
                   label=f"{v}, host time (one reading)")
 for (a, b), color in zip(RATIOS, ("tab:blue", "tab:green", "tab:red")):
-    r = [over(m["cmp"], a, b) for m in runs.values()]
+    r = [m["cmp"].between(a, b) for m in runs.values()]
     ax_r.errorbar(sweep["rows"], [x.median for x in r], fmt="o-", capsize=3, color=color,
                   yerr=[[x.median - x.low for x in r], [x.high - x.median for x in r]], label=f"{a} / {b}")
 for y, style, label in ((9, "-.", "9x: the eager chain's bytes"), (2, ":", "2x: twice the launches"),
@@ -373,7 +367,7 @@ plt.show()
 # row count: neither near 2 at one row nor near 1.5 at 4,096. Both predictions missed, each for a reason the
 # numbers show.
 #
-# - **At one row** the second kernel added about 0.9 µs to the fused kernel's 1.44 µs, less than a whole
+# - **At one row** the second kernel added about 0.9 µs to the fused kernel's 1.41 µs, less than a whole
 #   kernel's time: pass 1 writes one number per row instead of a row, and pass 2 has no reduction, so each
 #   does less than the fused kernel. Twice the launches is not twice the time.
 # - **At 4,096 rows** the working set of one call, 16.8 MB on the committed H200 run, sat inside its 62.9 MB L2
@@ -384,14 +378,14 @@ plt.show()
 # should finally set the ratio: two-pass / fused towards 1.5 (not quite: pass 1 only reads, and a stream that
 # only reads may not run at a copy's rate), eager / fused at 9 or more, the fused kernel's GB/s near the main
 # memory's. On the committed H200 run two-pass / fused came down to between 1.57 and 1.64, eager / fused stayed
-# near 13, and the fused kernel moved 3,690 to 4,060 GB/s, most of the nominal 4,800. On a T4, whose L2
+# near 13, and the fused kernel moved about 3,700 to 4,090 GB/s, most of the nominal 4,800. On a T4, whose L2
 # holds 4 MB, the sweep leaves the cache at a few hundred rows.
 #
-# On the host clock the rows hardly matter: on the committed H200 run the two-pass kernel's single host readings
-# scattered between about 52 and 80 µs up to 32,768 rows with no trend, far above its GPU time up to 4,096
-# rows; at 65,536 rows its GPU time, 107 µs, had passed that, and the host waited for it. A call costs the host about the same whatever it carries, until its GPU time outgrows the
-# launch: the eager chain's GPU time grew from 55 µs at 4,096 rows to 228 µs at 16,384, past its host time,
-# and from there on its dashed line follows its solid one.
+# On the host clock the rows hardly matter until the GPU time outgrows the launch. On the committed H200 run the
+# two-pass kernel's single host readings stayed between about 53 and 63 µs up to 32,768 rows (bar one of 113 µs
+# at 16,384); at 65,536 rows its GPU time, 107 µs, had passed that, and the host waited for it. The eager
+# chain's GPU time passed its host time at 16,384 rows (225 µs), and from there on its dashed line follows its
+# solid one.
 #
 # ## A look inside: what the compiler made
 #
@@ -436,18 +430,18 @@ display({"text/plain": helpers.ptx_excerpt("rmsnorm_fused_kernel", label, 90, r"
 with torch.no_grad():
     calls = calls_for(R1)
     host_cmp = helpers.compare_calls({v: c for v, c in calls.items() if v != EAGER}, reference=calls[EAGER],
-                                     clock="host")
+                                     clock="host", reference_name=EAGER)
 helpers.show(against_eager(host_cmp).set_index("version"))
 for v, name, label in (("eager", "torch", "Qwen3RMSNorm"), ("two-pass", "two_pass", "two-pass kernel")):
-    helpers.record(f"rmsnorm.host_decode_{name}_ms", host_cmp.ms[helpers.REFERENCE if v == EAGER else v], "ms",
+    helpers.record(f"rmsnorm.host_decode_{name}_ms", host_cmp.ms[v], "ms",
                    f"{label}, [{R1}, {H}], {host_cmp.clock}, median of {host_cmp.rounds} shuffled rounds")
 
 # %% [markdown]
-# On the committed H200 run one call at one row cost the host 86.8 µs for the eager chain, 48.9 µs for the
-# fused kernel and 64.3 µs for the two-pass kernel, each 7 to 34 times its GPU time. Per launch that is about
-# 11 µs for each of the chain's eight and about 32 µs for each of the two-pass kernel's two: our launches are
+# On the committed H200 run one call at one row cost the host 104.5 µs for the eager chain, 56.4 µs for the
+# fused kernel and 90.1 µs for the two-pass kernel, each 9 to 40 times its GPU time. Per launch that is about
+# 13 µs for each of the chain's eight and about 45 µs for each of the two-pass kernel's two: our launches are
 # dearer (a Python launcher checks the inputs and allocates the output before each), the chain's more
-# numerous. `F.rms_norm`, one launch through PyTorch's C++ dispatcher, cost 11.4 µs, least of all: a sign of
+# numerous. `F.rms_norm`, one launch through PyTorch's C++ dispatcher, cost 17.0 µs, least of all: a sign of
 # how much of our price is Python.
 #
 # ## All the RMSNorms, in the model
@@ -462,15 +456,15 @@ for v, name, label in (("eager", "torch", "Qwen3RMSNorm"), ("two-pass", "two_pas
 
 # %%
 n_norms = len(norms)
-delta_us = 1e3 * (host_cmp.ms["two-pass"] - host_cmp.ms[helpers.REFERENCE])  # host µs per call, at one row
+delta_us = 1e3 * (host_cmp.ms["two-pass"] - host_cmp.ms[EAGER])  # host µs per call, at one row
 helpers.show(pd.DataFrame({"value": {"two-pass minus eager, host µs per call": delta_us,
                                      "RMSNorm calls per decoded token": n_norms,
                                      "predicted change, wall ms per decoded token": n_norms * delta_us / 1e3}}))
 
 # %% [markdown]
-# With the committed H200 run's host times, 64.3 minus 86.8 is -22.5 µs per call; times 113 calls, 2.55 ms less
-# per decoded token. The original took 23.55 wall ms per decoded token in this chapter's rounds, so the
-# prediction is a speed-up of about 11%, a time ratio of about 0.89: beyond the smallest effect the series
+# On the committed H200 run's host clock a two-pass call, 90.13 µs, cost 14.35 µs less than an eager one; times
+# 113 calls, 1.622 ms less per decoded token. The original took 26.28 wall ms per decoded token in its
+# profile, so the prediction is a speed-up of about 6%, a time ratio of about 0.94: beyond the smallest effect the series
 # calls real (`helpers.verdict` needs 5%, or twice the A/A floor's distance from 1 where that is wider).
 # The prediction prices a two-pass call at its host time alone, called back to back; inside `generate()` the
 # same call runs amid the model's other work, where its price can differ ([chapter 8](08_lessons.ipynb)
@@ -483,9 +477,10 @@ helpers.show(pd.DataFrame({"value": {"two-pass minus eager, host µs per call": 
 
 # %%
 SWAP = "two-pass RMSNorm"
-comparison = helpers.compare_configs(model, {SWAP: dict(rmsnorm="two_pass")}, tokenizer=tokenizer, profile=True,
+comparison = helpers.compare_configs(model, {SWAP: dict(rmsnorm="two_pass")}, tokenizer=tokenizer,
                                      rounds=SIZES.rounds_small)  # a swap near the noise: twice the rounds
-before, after = comparison.profile(helpers.ORIGINAL), comparison.profile(SWAP)
+profiles = helpers.profile_configs(comparison, model)  # after the timed rounds
+before, after = profiles[helpers.ORIGINAL], profiles[SWAP]
 assert abs(after.project_launches_per_token - 2 * n_norms) < 1e-9, "2 launches per RMSNorm per token"
 swap_verdict = comparison.record(SWAP, "rmsnorm.tps_slowdown", "all RMSNorms two-pass")
 helpers.show(comparison.table())
@@ -525,22 +520,23 @@ helpers.record("rmsnorm.launches_per_token_custom", after.launches, "launches",
 # %% [markdown]
 # ### What the model shows
 #
-# On the committed H200 run the original generated at a median of 41.90 tokens/s and the swapped model at
-# 40.24; round by round, the swapped model's time was 1.030x the original's (quartiles 0.999-1.097), against an
-# A/A floor of 0.997: within noise. **The prediction missed**: the predicted ratio, about 0.89, lies below
-# every quartile of the measured rounds. The profile table shows by how much: 24.20 wall ms per token measured
-# against 21.01 predicted, about 28 µs per call that a two-pass call cost the host inside `generate()` beyond
-# its price called back to back.
+# On the committed H200 run the original generated at a median of 36.48 tokens/s and the swapped model at
+# 35.37; round by round, the swapped model's time was 1.093x the original's (quartiles 0.998-1.186), against an
+# A/A floor of 1.016 whose own quartiles spanned 0.917-1.100: within noise. The median points to a slowdown of
+# about 9%, but this run was too noisy to call it. **The prediction missed**: the predicted ratio, about 0.94,
+# lies below every quartile of the measured rounds. The profile table shows by how much: 28.37 wall ms per
+# token measured against 24.66 predicted, about 33 µs per call that a two-pass call cost the host inside
+# `generate()` beyond its price called back to back.
 #
 # The profiler shows what did change. On the committed H200 run the kernels per decoded token fell from 1,655
-# to 977 (113 x (2 - 8) = -678), 226 of them ours, and the GPU-busy time per token from 3.383 to 2.402 ms. The
-# wall time per token stayed at about 24 ms, some ten times the GPU's busy time: the host sets the pace, and
-# inside the model a two-pass call and an eager call cost the host about the same. Every greedy token matched.
+# to 977 (113 x (2 - 8) = -678), 226 of them ours, and the GPU-busy time per token from 3.406 to 2.422 ms. The
+# wall time per token rose instead, from 26.28 to 28.37 ms, 8 to 12 times the GPU's busy time: the host sets
+# the pace, and by this profile a two-pass call cost the host more than an eager call inside the model, not
+# less. Every greedy token matched.
 #
-# On your run, compare the two wall-time columns of the profile table the same way: the gap between measured
-# and predicted, divided by 113 calls, is what a call of ours cost the host inside `generate()` beyond its price
-# alone. Either way the effect is a few percent, where the blog's T4 lost a
-# quarter of its tokens/s (23.38 to 17.80). The likely reason is the reference again: the blog's "PyTorch" was
+# On your run, read the profile table's two wall-time columns the same way. On the H200 the effect stayed
+# within noise, where the blog's T4 lost a quarter of its tokens/s (23.38 to 17.80). The likely reason is the
+# reference again: the blog's "PyTorch" was
 # probably not the eight-kernel chain, since even its fused kernel came out slightly slower than it, which ours
 # never does against the chain; and a T4 with its host prices launches differently from an H200.
 # [Chapter 8](08_lessons.ipynb) sets every swap beside the blog's and prices each one module by module.
@@ -586,7 +582,8 @@ measured = helpers.check_answer(answer, cmp.ratios[change], cmp.floor, change=ch
 # bytes and the two launches stay; each program gets a row of $8H$ numbers and more warps (16 instead of 4 at
 # full size), and an eighth as many programs, still enough to fill an H200's 132 SMs, pay each program's fixed
 # cost (its reduction's barrier, its fp32 store to the buffer). Where fixed costs keep a share of the call (an
-# H200's L2) expect **faster**; where the bytes set the time (a T4's main memory), closer to "same". In the
+# H200's L2) expect **faster**, though near the series' 5% threshold; where the bytes set the time (a T4's
+# main memory), closer to "same". In the
 # interpreter every program has a fixed price too: expect faster.
 
 # %%
@@ -608,12 +605,12 @@ measured = helpers.check_answer(answer, cmp.ratios[change], cmp.floor, change=ch
 # ## Takeaway
 #
 # - Un-fusing keeps the maths and changes the costs: twice the launches and 1.5 times the bytes, which on the
-#   GPU clock made our two-pass kernel 1.65x to 1.79x slower than our fused one on the committed H200 run.
+#   GPU clock made our two-pass kernel 1.57x to 1.79x slower than our fused one on the committed H200 run.
 # - "Slower" needs a reference: against PyTorch's eight-kernel eager `Qwen3RMSNorm` the un-fused kernel is still
 #   several times faster on the GPU and no dearer on the host; `F.rms_norm` is the fair one-kernel comparison.
 # - Predict a swap from what it changes on the clock that sets the pace: at batch size 1 that is the host; and
-#   price a call inside the model, not alone: 113 calls x -23 µs predicted 11% faster, and the model ran
-#   within noise of the original.
+#   price a call inside the model, not alone: 113 calls x -14 µs predicted 6% faster, and the model ran
+#   within noise of the original (median 9% slower).
 #
 # Next, in chapter 4, we replace the largest pieces of work in the model, the linear projections, with a tiled
 # matrix multiplication of our own.

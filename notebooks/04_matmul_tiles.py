@@ -23,20 +23,21 @@
 # ## What you will see
 #
 # Our matmul is correct and slower than PyTorch's (cuBLAS) everywhere. On the committed H200 run, at one row,
-# $(M, K, N) = (1, 1024, 3072)$ as in the MLP's up projection, it took 11.30 µs of GPU time against cuBLAS's
-# 3.770 µs: 3.00x slower. At that shape the tile decides the time, and it decides it through the K loop: on the
-# committed H200 run the one tile that walks $K$ in 16 steps was the fastest of nine (9.034 µs), the one that
-# walks it in 64 steps the slowest (16.58 µs), and the seven tiles with 32 steps lay between.
+# $(M, K, N) = (1, 1024, 3072)$ as in the MLP's up projection, it took 11.08 µs of GPU time against cuBLAS's
+# 3.728 µs: 2.97x slower. At that shape the tile decides the time, and it decides it through the K loop: on the
+# committed H200 run the one tile that walks $K$ in 16 steps was the fastest of nine (8.940 µs), the one that
+# walks it in 64 steps the slowest (16.30 µs), and the seven tiles with 32 steps lay between.
 #
-# In the model, the 112 attention projections on our matmul made each generation 1.32x slower on the committed
-# H200 run (quartiles 1.22-1.42, A/A floor 0.967), close to the blog's 23 to 17 tokens/s. The GPU-busy time per
-# decoded token grew from 3.395 to 5.734 ms on the committed H200 run, about 21 µs per projection, nearly three
-# times the extra that the kernel costs on its own (11.30 minus 3.770, about 7.5 µs). The two agree once you ask
+# In the model, the 112 attention projections on our matmul made each generation 1.30x slower on the committed
+# H200 run (quartiles 1.26-1.40, A/A floor 0.971), close to the blog's 23 to 17 tokens/s. The GPU-busy time per
+# decoded token grew from 3.412 to 5.731 ms on the committed H200 run, about 21 µs per projection, nearly three
+# times the extra that the kernel costs on its own (11.08 minus 3.728, about 7.4 µs). The two agree once you ask
 # where the weight comes from: timed on its own, the same 6.3 MB weight is read over and over and stays in the
 # H200's 60 MiB L2 cache; in the model, each projection reads a different weight from main memory (HBM), and
 # every step of the K loop waits longer for it. Replaying the model's own attention weights both ways bears this
-# out: on the committed H200 run our extra over cuBLAS was 6.963 µs per projection warm, 22.49 µs cold. The
-# wall time grew more still, about twice the host's and the GPU's extra prices together ("In the model" below).
+# out: on the committed H200 run our extra over cuBLAS was 6.868 µs per projection warm, 22.20 µs cold. The
+# wall time grew more still, about 1.5 times the host's and the GPU's extra prices together ("What the model
+# shows").
 #
 # ## The blog's claim (T4)
 #
@@ -118,11 +119,6 @@ TILES, DEFAULT = slower_kernels.TILE_CONFIGS, slower_kernels.DEFAULT_TILE  # the
 REF = helpers.REFERENCE  # the reference call of a compare_calls: PyTorch's, here
 NAN = float("nan")  # a cell with no value in this mode: shown as "-"
 model_shape, decode_shape = SIZES.matmul_shape, SIZES.matmul_decode_shape  # (M, K, N): x[M, K] @ W[N, K]^T
-
-
-def over(cmp, a, b):
-    """a's time over b's, round by round: both were divided by the same reference call in every round."""
-    return helpers.Ratio.of([p / q for p, q in zip(cmp.ratios[a].values, cmp.ratios[b].values)])
 
 
 # %% [markdown]
@@ -256,13 +252,13 @@ for who, label in (("torch", "torch a @ w.t()"), ("triton", f"Triton matmul, til
     helpers.record(f"matmul.host_decode_{who}_ms", host_ms[who], "ms", f"{label}, {decode_shape}; {host_note}")
 
 # %% [markdown]
-# On the committed H200 run our kernel took 11.53 µs of GPU time at the model shape against PyTorch's 4.320 µs
-# (2.66x slower), and 11.30 against 3.770 µs at the decode shape (3.00x slower). The model shape has 128 times the
+# On the committed H200 run our kernel took 11.33 µs of GPU time at the model shape against PyTorch's 4.257 µs
+# (2.66x slower), and 11.08 against 3.728 µs at the decode shape (2.97x slower). The model shape has 128 times the
 # arithmetic and cost each kernel little more time: neither call pays much for its flops. At one row, on the
-# committed H200 run, our kernel read the weight at 557 GB/s and cuBLAS at 1,671 GB/s, from the L2 and still far
-# below the memory's nominal 4,800 GB/s. On the host, one call at one row cost 41.81 µs through our Python
-# launcher against 19.46 µs for PyTorch's on the committed H200 run, one kernel each: a call costs the host
-# several times what it costs the GPU, a point the model section returns to.
+# committed H200 run, our kernel read the weight at 569 GB/s and cuBLAS at 1,690 GB/s, from the L2 and still far
+# below the memory's nominal 4,800 GB/s. On the host, one call at one row cost 30.67 µs through our Python
+# launcher against 13.89 µs for PyTorch's on the committed H200 run, one kernel each: a call costs the host
+# roughly three times what it costs the GPU, a point the model section returns to.
 #
 # The blog's 0.229 against 0.106 ms (2.16x) is of the same kind; its times are about twenty times ours. A T4 has
 # a fifteenth of an H200's memory bandwidth, and the post gives neither its shape nor its clock, so the two pairs
@@ -282,7 +278,7 @@ sweep = at["decode shape"]
 rows = []
 for t in TILES.values():
     programs, steps = grid_of(t, decode_shape)
-    vs = over(sweep, t.name, DEFAULT.name)
+    vs = sweep.between(t.name, DEFAULT.name)
     rows.append({"tile": t.name, "warps": t.num_warps, "programs": programs, "K steps": steps,
                  f"{CLOCK} µs": 1e3 * sweep.ms[t.name], "µs per K step": 1e3 * sweep.ms[t.name] / steps,
                  "KiB per program per step": t.block_k * t.block_n * E / 1024,
@@ -320,21 +316,21 @@ plt.show()
 # ### What the sweep shows
 #
 # Read the `K steps` column first. On the committed H200 run the steps ordered the nine tiles: the one with 16 steps
-# (m16_n128_k64) was the fastest at 9.034 µs, 1.25x faster than the default tile; the one with 64 steps
-# (m16_n16_k16) the slowest at 16.58 µs, 1.46x slower than the default; the seven with 32 steps lay between, 10.60
-# to 15.66 µs. Divided by its steps, the default tile spends about 0.35 µs per step: the time of one trip for a
+# (m16_n128_k64) was the fastest at 8.940 µs, 1.24x faster than the default tile; the one with 64 steps
+# (m16_n16_k16) the slowest at 16.30 µs, 1.47x slower than the default; the seven with 32 steps lay between, 10.43
+# to 15.45 µs. Divided by its steps, the default tile spends about 0.35 µs per step: the time of one trip for a
 # block of the weight, from L2 here, plus the multiply and the loop's own work. That is what "latency-bound" means
 # for a K loop: one program has only its next block or two in flight, so it cannot pull the weight any faster than
 # one block per round trip.
 #
 # The `µs per K step` column is not constant: it grows with the KiB each program loads per step, from about
-# 0.26 µs for the 16 x 16 tile's half KiB to about 0.56 µs for the 16 KiB of m16_n128_k64. A larger block takes
+# 0.25 µs for the 16 x 16 tile's half KiB to about 0.56 µs for the 16 KiB of m16_n128_k64. A larger block takes
 # longer to arrive, but less than proportionally: halving the steps by doubling the block still wins. That is
 # the second column to read, **programs**: at 32 steps each, fewer programs (wider tiles) each carry more of the
 # weight per step. On the committed H200 run m64_n128_k32, the default tile with twice the columns and half the
-# programs (24 against 48), was 1.16x slower than the default; with 24 programs, more than a hundred of the
+# programs (24 against 48), was 1.17x slower than the default; with 24 programs, more than a hundred of the
 # H200's 132 SMs have nothing to do while the weight is read. Taller tiles cost a little too: m128_n64_k32,
-# which differs from the default in `BLOCK_M` alone, was 1.14x slower on the committed H200 run, the padding
+# which differs from the default in `BLOCK_M` alone, was 1.15x slower on the committed H200 run, the padding
 # rows riding along in the tensor cores and the accumulator.
 #
 # No tile came near cuBLAS: on the committed H200 run even the fastest was about 2.4x slower. cuBLAS has a kernel made
@@ -385,9 +381,10 @@ FNS = {"PyTorch": lambda x, w: x @ w.t(), "ours": lambda x, w: slower_kernels.ma
 calls = {f"{who}, {where}": (lambda f=f, ws=ws: [f(xs[w.shape[1]], w) for w in ws])
          for where, ws in PASSES.items() for who, f in FNS.items()}
 WARM_REF = "PyTorch, warm"
-l2 = helpers.compare_calls({k: c for k, c in calls.items() if k != WARM_REF}, reference=calls[WARM_REF])
+l2 = helpers.compare_calls({k: c for k, c in calls.items() if k != WARM_REF}, reference=calls[WARM_REF],
+                           reference_name=WARM_REF)
 n_pass = len(PASSES["cold"])
-per_proj = {k: 1e3 * l2.ms[REF if k == WARM_REF else k] / n_pass for k in calls}  # µs per projection
+per_proj = {k: 1e3 * l2.ms[k] / n_pass for k in calls}  # µs per projection
 helpers.show(pd.DataFrame([{
     "weights": where, "distinct MB": sum(w.numel() for w in {id(w): w for w in ws}.values()) * E / 1e6,
     f"PyTorch {CLOCK} µs": per_proj[f"PyTorch, {where}"], f"ours {CLOCK} µs": per_proj[f"ours, {where}"],
@@ -395,14 +392,13 @@ helpers.show(pd.DataFrame([{
     for where, ws in PASSES.items()]).set_index("weights"))
 print("L2 MB:", helpers.fmt(torch.cuda.get_device_properties(0).L2_cache_size / 1e6 if helpers.HAS_GPU else None, 3))
 print(helpers.verdict_line(f"PyTorch, cold / warm, {CLOCK}", l2.ratios["PyTorch, cold"], l2.floor))
-print(helpers.verdict_line(f"ours, cold / warm, {CLOCK}", over(l2, "ours, cold", "ours, warm"), l2.floor))
+print(helpers.verdict_line(f"ours, cold / warm, {CLOCK}", l2.between("ours, cold", "ours, warm"), l2.floor))
 
 # %% [markdown]
 # The table gives the two prices of one projection of ours on the GPU: warm, what a microbenchmark sees, and cold,
-# what the model pays. On the committed H200 run our extra over cuBLAS was 6.963 µs warm, near the decode
-# shape's (about 7.5), and 22.49 µs cold, about 3.2 times as much, a little beyond the prediction; cuBLAS slowed
-# only 1.08x from warm to cold, ours 2.18x. The cold price is close to the 20.88 µs per attention projection that
-# the model's GPU-busy time shows below (committed H200 run): the kernel did not change, its trips got longer.
+# what the model pays. On the committed H200 run our extra over cuBLAS was 6.868 µs warm, near the decode
+# shape's (about 7.4), and 22.20 µs cold, about 3.2 times as much, a little beyond the prediction; cuBLAS slowed
+# only 1.08x from warm to cold, ours 2.18x: the kernel did not change, its trips got longer.
 #
 # ## The projections of the model
 #
@@ -437,12 +433,12 @@ for name, patch in STEPS.items():  # what each step swaps (no generation here)
 L = model.config.num_hidden_layers
 assert [swapped[s]["attention_proj"] for s in STEPS] == [4 * L] * 3, "q, k, v, o in every layer"
 assert [swapped[s]["mlp_proj"] for s in STEPS] == [0, 3 * L, 3 * L], "gate, up, down in every layer"
-comparison = helpers.compare_configs(model, STEPS, tokenizer=tokenizer, profile=True)
+comparison = helpers.compare_configs(model, STEPS, tokenizer=tokenizer)
+prof = helpers.profile_configs(comparison, model)  # after the timed rounds
 helpers.show(comparison.table().set_index("configuration"))
 for name in STEPS:
     print(helpers.verdict_line(name, comparison.ratios[name], comparison.floor))
 
-prof = {name: comparison.profile(name) for name in [helpers.ORIGINAL, *STEPS]}
 NEW = {"attention proj": (helpers.ORIGINAL, 4 * L), "attention + MLP proj": ("attention proj", 3 * L)}
 rows = []
 for name, p in prof.items():
@@ -497,27 +493,27 @@ plt.show()
 # %% [markdown]
 # ### What the model shows
 #
-# On the committed H200 run the original generated 33.21 tokens/s. With the 112 attention projections on our
-# matmul each generation took 1.32x as long (quartiles 1.22-1.42), with the 84 MLP projections as well 1.35x
-# (quartiles 1.26-1.46), and with `lm_head` and the two-pass RMSNorms on top 1.31x (quartiles 1.22-1.43), all
-# against an A/A floor of 0.967 on the committed H200 run. The blog's T4 gave 23 to 17 tokens/s, 1.41x and 1.33x
+# On the committed H200 run the original generated 44.51 tokens/s. With the 112 attention projections on our
+# matmul each generation took 1.30x as long (quartiles 1.26-1.40), with the 84 MLP projections as well 1.40x
+# (quartiles 1.34-1.41), and with `lm_head` and the two-pass RMSNorms on top 1.34x (quartiles 1.31-1.38), all
+# against an A/A floor of 0.971 on the committed H200 run. The blog's T4 gave 23 to 17 tokens/s, 1.41x and 1.33x
 # for the same steps; here the three steps' quartiles overlap, and only the first stands clear of the one before.
 #
-# Per decoded token, on the committed H200 run, the attention projections took the wall time from 29.36 to
-# 39.35 ms and the GPU-busy time from 3.395 to 5.734 ms, with 1,655 kernels before and after: one launch for
-# one, as predicted. That is about 89 µs of wall time and about 21 µs of GPU time per projection. The GPU part
-# matches the cold price above. The wall part missed the prediction: on the committed H200 run it was twice the
-# ceiling of 44.84 µs (host 22.35 plus GPU 22.49). This chapter cannot say where the rest goes; one candidate is
-# a call of ours costing the host more inside `generate()` (its module's `forward`, the launcher's checks) than
-# in a loop of bare calls, and [chapter 8](08_lessons.ipynb) prices every module inside the model.
+# Per decoded token, on the committed H200 run, the attention projections took the wall time from 22.30 to
+# 28.80 ms and the GPU-busy time from 3.412 to 5.731 ms, with 1,655 kernels before and after: one launch for
+# one, as predicted. That is about 58 µs of wall time and about 21 µs of GPU time per projection. The GPU part
+# matches the cold price above. The wall part missed the prediction: on the committed H200 run it was about 1.5
+# times the ceiling of 38.98 µs (host 16.78 plus GPU 22.20). This chapter cannot say where the rest goes; one
+# candidate is a call of ours costing the host more inside `generate()` (its module's `forward`, the launcher's
+# checks) than in a loop of bare calls, and [chapter 8](08_lessons.ipynb) prices every module inside the model.
 #
 # The MLP step says the same thing about the K loop. On the committed H200 run it took the GPU-busy time from
-# 5.734 to 8.489 ms, about 33 µs per MLP projection against the attention's 21: `down_proj` walks $K = 3072$ in 96
-# steps, so the MLP's three projections average 53 steps against the attention's 40. Its wall time, about 10 µs
-# per projection, fell under the host's floor, a difference lost in the steps' overlapping quartiles. The last
-# step swaps 113 RMSNorms of 8 PyTorch kernels each for our two-pass kernel of 2: on the committed H200 run the
-# kernels per token fell to 949, and the generation was no slower than with the projections alone. The blog's
-# last step (1.33x) likewise came out below its attention + MLP step (1.41x).
+# 5.731 to 8.472 ms, about 33 µs per MLP projection against the attention's 21: `down_proj` walks $K = 3072$ in 96
+# steps, so the MLP's three projections average 53 steps against the attention's 40. Its wall time, about 21 µs
+# per projection, was just above the host's floor and well under the attention's 58, a difference lost in the
+# steps' overlapping quartiles. The last step swaps 113 RMSNorms of 8 PyTorch kernels each for our two-pass
+# kernel of 2: on the committed H200 run the kernels per token fell to 949, and the generation was no slower than
+# with the projections alone. The blog's last step (1.33x) likewise came out below its attention + MLP step (1.41x).
 #
 # ## A look inside: what the compiler made, and the roofline
 #
@@ -553,8 +549,8 @@ display({"text/plain": helpers.ptx_excerpt("matmul_kernel", DEFAULT.name, 75, r"
 #
 # **The roofline.** At one row the intensity is $2NK / 2(K + NK + N)$, just under one flop per byte (0.999 at the
 # full decode shape), about 200 times left of the H200's ridge point (989 TFLOP/s over 4,800 GB/s): memory-bound
-# at best, whatever the tile. On the committed H200 run the default tile reached about 0.56 TFLOP/s at one row and
-# cuBLAS about 1.67, both well under the memory roof: latency and fixed cost held them there, not bandwidth. The
+# at best, whatever the tile. On the committed H200 run the default tile reached about 0.57 TFLOP/s at one row and
+# cuBLAS about 1.69, both well under the memory roof: latency and fixed cost held them there, not bandwidth. The
 # figure adds this run's cold points (the attention projections from HBM) and the model shape.
 
 # %%
@@ -608,7 +604,7 @@ measured = helpers.check_answer(answer, cmp.ratios[change], cmp.floor, change=ch
 # %% [markdown]
 # **2. No pipelining, with many rows.** At the model shape, `num_stages` from 2 to 1: the K loop no longer copies
 # the next chunk into shared memory while it multiplies the current one, so every step waits for its loads. On
-# sm_80 and newer expect clearly **slower** (on the committed H200 run, 1.56x slower); a T4 has no asynchronous
+# sm_80 and newer expect clearly **slower** (on the committed H200 run, 1.57x slower); a T4 has no asynchronous
 # copies, and there the two settings compile alike: "same".
 
 # %%
@@ -628,7 +624,7 @@ measured = helpers.check_answer(answer, cmp.ratios[change], cmp.floor, change=ch
 #
 # - A tiled matmul gives each program one output tile and walks $K$ in chunks, accumulating in fp32; checked
 #   against float64 on odd shapes, every tile is right, and slower than cuBLAS (on the committed H200 run 2.66x
-#   with 128 rows, 3.00x with one).
+#   with 128 rows, 2.97x with one).
 # - With one row nothing is reused and every program runs at once, so a call lasts one program's K loop: the time
 #   follows the K steps first and the programs second, set by latency, not bandwidth.
 # - A microbenchmark that replays one weight reads it from the L2; the model reads every weight from HBM, where

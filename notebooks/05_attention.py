@@ -26,17 +26,17 @@
 # `scaled_dot_product_attention` (SDPA, one kernel), a handful of plain PyTorch ops, and a Python loop over
 # the 16 query heads that calls our Triton kernels three times per head. The loop does the same arithmetic on
 # the same bytes as SDPA, in 82 launches per call instead of 1. On the committed H200 run, at the blog's shape,
-# the loop took 0.2259 ms of GPU time per call against SDPA's 0.005962 ms, 38x slower over the rounds
-# (quartiles 37.8-38.1), and 2.561 ms of host time per call against 0.01506 ms. Only about 9% of the loop's
+# the loop took 0.2267 ms of GPU time per call against SDPA's 0.005959 ms, 38x slower over the rounds
+# (quartiles 38.0-38.1), and 2.676 ms of host time per call against 0.01649 ms. Only about 8% of the loop's
 # extra host time was extra GPU work; the rest was the host issuing kernels while the GPU waited.
 #
 # In the model the launches multiply: with all 28 attention modules on the loop, each decoded token makes
 # 28 x 81 = 2,268 more launches (3,923 instead of 1,655). On the committed H200 run whole generations took
-# 4.31x the original's time, 10.61 tokens/s against 45.45, while the GPU was busy for only 6.68 ms of the 93.97
+# 4.33x the original's time, 10.70 tokens/s against 46.78, while the GPU was busy for only 6.54 ms of the 91.21
 # ms each token took.
 #
 # **And SDPA itself is far from the hardware's limit.** On the committed H200 run, at Qwen3's shape, SDPA read
-# its 2 MiB of keys and values in 7.84 µs: 268 GB/s, about 6% of the H200's nominal 4,800 GB/s. One query row
+# its 2 MiB of keys and values in 7.46 µs: 281 GB/s, about 6% of the H200's nominal 4,800 GB/s. One query row
 # per head is too little work to spread over 132 SMs; splitting the keys across programs (Flash-Decoding) is
 # what [chapter 9](09_faster_on_purpose.ipynb)'s decode kernel does. (The H200 could not reach the model hub
 # and ran Qwen3-0.6B's exact architecture with seeded random weights: timings depend on shapes, not values.)
@@ -289,14 +289,14 @@ for version in ("sdpa", "slow"):
 # them ours), as counted by hand above.
 #
 # **GPU clock.** On the committed H200 run, at the blog's shape, the PyTorch ops took 3.55x SDPA's GPU time
-# and the per-head loop 38x; at Qwen3's shape the loop took 30x (quartiles 30.3-30.4), with twice the
+# and the per-head loop 38x; at Qwen3's shape the loop took 32x (quartiles 31.7-31.8), with twice the
 # arithmetic and the same 82 launches. Both held their expectations: a loop of tiny kernels costs even the GPU
 # tens of times more than one fused kernel, since every kernel has its own start-up and drain besides its sliver
 # of work, and 82 of them at about 3 µs each make up the loop's GPU time. SDPA missed its own expectation, at
 # several times a kernel's floor; the look inside below comes back to that.
 #
-# **Host clock.** On the committed H200 run, at the blog's shape, one call cost the host 0.01506 ms for SDPA,
-# 0.1809 ms for the PyTorch ops and 2.561 ms for the loop. The loop's `GPU / host time` is under 0.1: for more than
+# **Host clock.** On the committed H200 run, at the blog's shape, one call cost the host 0.01649 ms for SDPA,
+# 0.1582 ms for the PyTorch ops and 2.676 ms for the loop. The loop's `GPU / host time` is under 0.1: for more than
 # nine tenths of each call the GPU waited for the host to issue the next kernel.
 #
 # **Beside the blog.** The blog's T4 ratios, 2.2x and 57x, match neither of our clocks factor for factor (the
@@ -369,8 +369,8 @@ helpers.save_figure(fig, "attention_launches")
 plt.show()
 
 # %% [markdown]
-# On the committed H200 run, at the blog's shape, the loop's host time per call was 2.546 ms above SDPA's, for
-# 81 more launches, and its GPU time only 0.2199 ms above SDPA's: 8.6% of the gap. The rest comes to 28.7 µs
+# On the committed H200 run, at the blog's shape, the loop's host time per call was 2.660 ms above SDPA's, for
+# 81 more launches, and its GPU time only 0.2208 ms above SDPA's: 8.3% of the gap. The rest comes to 30.1 µs
 # of host time per extra launch on the committed H200 run. **Launches, not arithmetic, make the loop slow.**
 # Qwen3's shape tells the same story. In the figure, both clocks climb with the launch count, and the dotted gap
 # between GPU time (open circles) and host time (filled) widens with it.
@@ -397,8 +397,8 @@ look = pd.DataFrame([{"shape": n, "K+V MiB": KV_BYTES[n] / 2**20, "SDPA GPU µs"
 helpers.show(look)
 
 # %% [markdown]
-# On the committed H200 run SDPA read its 2 MiB in 7.84 µs of GPU time at Qwen3's shape, 268 GB/s, and at the
-# blog's shape in 5.96 µs, 352 GB/s: 5.6% and 7.3% of the nominal 4,800 GB/s. The memory is not
+# On the committed H200 run SDPA read its 2 MiB in 7.46 µs of GPU time at Qwen3's shape, 281 GB/s, and at the
+# blog's shape in 5.96 µs, 352 GB/s: 5.9% and 7.3% of the nominal 4,800 GB/s. The memory is not
 # what limits it; how little work one query gives it to hand out is.
 #
 # A FlashAttention-style kernel gives each program a block of query rows of one head, and the program walks
@@ -416,7 +416,7 @@ helpers.show(look)
 # its own program, 16 heads x 8 chunks = 128 programs, enough to keep most SMs busy. Each computes a partial
 # softmax and weighted sum over its chunk, with its own maximum and sum, and a small second launch combines them.
 # [Chapter 9](09_faster_on_purpose.ipynb) writes that split-KV decode kernel (`slower_kernels/fast_attention.py`)
-# and measures what leaving the keys unsplit costs. For now SDPA's 8 µs is one launch against the loop's 2,500
+# and measures what leaving the keys unsplit costs. For now SDPA's 7.5 µs is one launch against the loop's 2,900
 # µs of host time per call: at batch size 1 the launches set the pace, as the model now shows.
 
 # %% [markdown]
@@ -465,8 +465,8 @@ helpers.record("attention.modules_replaced", n_attention, "modules", "attention 
 # same comparison (its wall ms per token minus its GPU-busy ms, over its launches); $p_\text{ours}$ from the
 # loop's host time per call at Qwen3's shape, less its 34 PyTorch launches at $p_\text{PyTorch}$, over its 48
 # of ours; the counts $n$ and the GPU-busy ms from the patched model's profile. Nothing is fitted to the model's
-# time. Roughly: 28 loop calls at about 2.5 ms of host time each add about 70 ms per token to the original's
-# 22 or so, so expect generation several times slower.
+# time. Roughly: 28 loop calls at about 2.9 ms of host time each add about 80 ms per token to the original's
+# 21 or so, so expect generation several times slower.
 #
 # `helpers.compare_configs` measures it: the original, the original again (the A/A floor) and the patched model
 # generate in shuffled rounds, each generation followed by a one-token one so that the same rounds give the
@@ -475,7 +475,8 @@ helpers.record("attention.modules_replaced", n_attention, "modules", "attention 
 
 # %%
 SLOW = "per-head attention"
-comparison = helpers.compare_configs(model, {SLOW: dict(attention="slow")}, tokenizer=tokenizer, profile=True)
+comparison = helpers.compare_configs(model, {SLOW: dict(attention="slow")}, tokenizer=tokenizer)
+profiles = helpers.profile_configs(comparison, model)  # after the timed rounds
 helpers.show(comparison.table())
 how = f"prompt {comparison.prompt_len}, {comparison.new_tokens} new tokens"
 slowdown = comparison.record(SLOW, "attention.slowdown", f"{n_attention} attention modules on the per-head loop; {how}")
@@ -486,7 +487,7 @@ helpers.record("attention.tps_custom", comparison.tokens_per_s[SLOW], "tokens/s"
                f"{n_attention} attention modules on the slow path; {tps_note}")
 
 # %%
-before, after = comparison.profile(helpers.ORIGINAL), comparison.profile(SLOW)
+before, after = profiles[helpers.ORIGINAL], profiles[SLOW]
 helpers.record("attention.launches_per_token_custom", after.launches, "launches",
                LAUNCH_NOTE.format("decoded token", "torch.profiler"))
 qwen_slow = timing.loc[("qwen", "slow")]
@@ -517,20 +518,19 @@ if not math.isnan(predicted_ms):
 # %% [markdown]
 # ### What the model shows
 #
-# On the committed H200 run the patched model's generations took 4.31x the original's time, round by round
-# (quartiles 4.12-4.45, A/A floor 0.988): 10.61 tokens/s against the original's 45.45, prefill included.
+# On the committed H200 run the patched model's generations took 4.33x the original's time, round by round
+# (quartiles 4.23-4.43, A/A floor 0.995): 10.70 tokens/s against the original's 46.78, prefill included.
 #
-# The profile says why. On the committed H200 run the wall time per decoded token went from 21.67 to 93.97 ms
-# while the GPU's busy time went only from 3.459 to 6.679 ms: the GPU worked for about a fourteenth of the
+# The profile says why. On the committed H200 run the wall time per decoded token went from 20.97 to 91.21 ms
+# while the GPU's busy time went only from 3.392 to 6.542 ms: the GPU worked for about a fourteenth of the
 # patched model's token and waited for the host the rest of the time. The launches per token went from 1,655 to
-# 3,923, the count predicted by hand, 1,344 of them ours. Those 2,268 extra launches are the whole story: one
-# attention computation split over 16 heads, times 28 layers.
+# 3,923, the count predicted by hand, 1,344 of them ours.
 #
-# On the committed H200 run the launch budget priced a PyTorch launch at 11.0 µs and a launch of ours at 45.2
-# µs, and predicted 95.80 ms per decoded token, +2.0% off the 93.97 ms measured: well within the series' 20%.
-# Take the agreement with some care: the price of ours rests on one host reading of the loop, and such readings
-# move. On an earlier H200 run of this chapter the loop's host time at Qwen3's shape was 4.56 ms per call instead
-# of about 2.5, and the budget over-predicted by 22%: the form of the prediction held, the price moved.
+# On the committed H200 run the launch budget priced a PyTorch launch at 10.6 µs and a launch of ours at 52.4
+# µs, and predicted 104.3 ms per decoded token, +14.4% off the 91.21 ms measured: within the series' 20%, but
+# not by much. The price of ours rests on one host reading of the loop, and such readings move: the measured
+# wall time leaves about 43 µs per launch of ours, not 52. On an earlier H200 run of this chapter that reading was
+# 4.56 ms per call instead of about 2.9, and the budget over-predicted by 22%: the form held, the price moved.
 #
 # [Chapter 6](06_full_stack.ipynb) switches on every custom kernel at once and sets the total beside the blog's.
 #
@@ -596,7 +596,7 @@ measured = helpers.check_answer(answer, cmp.ratios["4x the context"], cmp.floor,
 # ## Takeaway
 #
 # - Implementations that agree to within rounding can differ forty-fold in time; splitting the extra host time
-#   into GPU work and the rest tells launches from arithmetic, and here the GPU work was about 9% of it.
+#   into GPU work and the rest tells launches from arithmetic, and here the GPU work was about 8% of it.
 # - A Python loop over heads multiplies the launches by the heads, and the model by its 28 layers: 2,268 more
 #   launches per token made generation about 4x slower while the GPU sat mostly idle.
 # - Even one fused kernel leaves most of a big GPU idle at decode, with one query row per head; splitting the

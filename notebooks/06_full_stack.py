@@ -23,28 +23,26 @@
 #
 # All the custom kernels of chapters 3 to 5 together make the model about four and a half times slower, and
 # little of the added time is the GPU working. On the committed H200 run the all-custom model generated
-# 11.05 tokens/s against 51.18 for the original: 4.58x slower, round by round (quartiles 4.52-4.72, A/A floor
-# 1.004).
+# 10.76 tokens/s against 48.04 for the original: 4.53x slower, round by round (quartiles 4.39-4.69, A/A floor
+# 1.006).
 #
 # Per decoded token, on the committed H200 run:
 #
 # | | original | all custom |
 # | --- | --- | --- |
 # | kernel launches | 1,655 | 3,217 |
-# | GPU-busy ms | 3.45 | 10.77 |
-# | wall ms | 19.32 | 89.17 |
-# | GPU idle | 82% | 88% |
+# | GPU-busy ms | 3.38 | 10.74 |
+# | wall ms | 20.63 | 93.53 |
+# | GPU idle | 84% | 89% |
 # | share of the weight-read floor | about 1% | about 0.3% |
 #
 # The custom model launches twice as many kernels and keeps the GPU busy three times as long, yet the
-# GPU-busy time is a small part of the 69.8 wall ms it adds to every token: the host spends the rest
-# launching kernels, 40.0 µs per extra launch on the committed H200 run. Neither model comes near the
-# hardware's limit: reading the model's weights (about 1.2 GB in fp16) once per token at the H200's nominal
-# 4,800 GB/s would take about 0.25 ms, and even the original takes about 80 times that.
+# GPU-busy time is a small part of the 72.9 wall ms it adds to every token: the host spends the rest
+# launching kernels, 42.0 µs per extra launch on the committed H200 run.
 #
 # The outputs agree for a long time and then part. On the committed H200 run the two greedy streams first
-# differed at generated token 298 of 384, at a near-tie: the original's two best tokens were 0.00195 apart in
-# logit, and the two models' logits differed by up to 0.00476 at that step. (The H200 could not reach the
+# differed at generated token 302 of 384, at an exact tie: the original's two best tokens had the same logit,
+# and the two models' logits differed by up to 0.00537 at that step. (The H200 could not reach the
 # model hub and ran Qwen3-0.6B's exact architecture with seeded random weights: the timings depend on shapes,
 # not on weight values, but the text is meaningless and where it splits is a property of those weights.)
 #
@@ -199,12 +197,13 @@ helpers.show(pd.concat([by_hand, pd.Series({"total": expected_ours})]).to_frame(
 # rounds, each time divided by the original's time in the same round. The median of those ratios is the
 # slowdown, and the original against itself is the A/A floor it is held against
 # ([how we measure](01_setup.ipynb#How-we-measure)). Each generation is followed by a one-token one, so the
-# same rounds give the wall time per decoded token with the prefill taken out; `profile=True` then counts
-# launches and GPU-busy time per decoded token under `torch.profiler`, after the rounds. tokens/s in the
+# same rounds give the wall time per decoded token with the prefill taken out; `helpers.profile_configs` then
+# counts launches and GPU-busy time per decoded token under `torch.profiler`, after the rounds. tokens/s in the
 # table is new tokens over the whole generation, prefill included.
 
 # %%
-comparison = helpers.compare_configs(model, {CUSTOM: FULL}, tokenizer=tokenizer, profile=True)
+comparison = helpers.compare_configs(model, {CUSTOM: FULL}, tokenizer=tokenizer)
+profiled = helpers.profile_configs(comparison, model)  # after the timed rounds
 helpers.show(comparison.table())
 ratio = comparison.ratios[CUSTOM]
 slowdown = comparison.record(CUSTOM, "full.slowdown", "all-custom generation time / original's, round by round")
@@ -230,7 +229,7 @@ helpers.record("full.tps_custom", comparison.tokens_per_s[CUSTOM], "tokens/s",
 # is no GPU clock or bandwidth: read the method, not the numbers.
 
 # %%
-profiles = {"original": comparison.profile(helpers.ORIGINAL), "custom": comparison.profile(CUSTOM)}
+profiles = {"original": profiled[helpers.ORIGINAL], "custom": profiled[CUSTOM]}
 profile_original, profile_custom = profiles["original"], profiles["custom"]
 floors = {name: helpers.bandwidth(model, 1e3 / p.wall_ms_per_token) for name, p in profiles.items()}
 floor_pct = {name: f["floor_fraction"] and 100 * f["floor_fraction"] for name, f in floors.items()}  # None in CPU mode
@@ -284,8 +283,8 @@ plt.show()
 # %% [markdown]
 # ## What the numbers show
 #
-# On the committed H200 run the wall time per decoded token went from 19.32 to 89.17 ms, about 4.6 times, close
-# to the 4.58x of whole generations: the prefill is one pass out of 8 and barely moves the ratio.
+# On the committed H200 run the wall time per decoded token went from 20.63 to 93.53 ms, about 4.5 times, the
+# same as the 4.53x of whole generations: the prefill is one pass out of 8 and barely moves the ratio.
 #
 # The four predictions, judged on the committed H200 run:
 #
@@ -293,27 +292,27 @@ plt.show()
 # 2. **Held, for the wrong reason.** All launches rose from 1,655 to 3,217, by 1,562 against the predicted
 #    1,344: 16% over, inside a 20% bar. The next section shows the guess behind it was wrong twice, and the two
 #    errors cancelled.
-# 3. **Held.** The GPU-busy time tripled, from 3.45 to 10.77 ms, but of the 69.8 wall ms added per token it
-#    accounts for 7.32 ms, 10%.
-# 4. **Held.** The other 90% of the added time, spread over 1,562 extra launches, is 40.0 µs of host time per
-#    extra launch: two and a half times chapter 2's empty Triton launch, and about four times the 9.6 µs of
-#    idle GPU per launch that the original's own launches cost (19.32 minus 3.45 ms over 1,655 launches).
+# 3. **Held.** The GPU-busy time tripled, from 3.38 to 10.74 ms, but of the 72.9 wall ms added per token it
+#    accounts for 7.4 ms, 10%.
+# 4. **Held.** The other 90% of the added time, spread over 1,562 extra launches, is 42.0 µs of host time per
+#    extra launch: about 2.6 times chapter 2's empty Triton launch, and about four times the 10.4 µs of
+#    idle GPU per launch that the original's own launches cost (20.63 minus 3.38 ms over 1,655 launches).
 #
 # So the slowdown is launching, not computing. On the GPU some custom kernels are slower than PyTorch's and
 # some faster (the exercises below time three of them alone), but the GPU finishes them long before the host
-# has launched the next: it sat idle 82% of each original token and 88% of each custom one. The extra launches
+# has launched the next: it sat idle 84% of each original token and 89% of each custom one. The extra launches
 # are also dearer than the original's: most of them are ours, each through a Python launcher that checks its inputs and
 # computes a grid, and the attention loop slices and masks each head in Python, where PyTorch dispatches its
 # ops from C++. [Chapter 8](08_lessons.ipynb) prices each kind of call on its own.
 #
 # The weight-read floor puts both models in perspective. Reading about 1.2 GB of weights at 4,800 GB/s takes
-# about 0.25 ms: the original's 19.32 ms per token reaches about 1% of that pace, the custom model's about
+# about 0.25 ms: the original's 20.63 ms per token reaches about 1% of that pace, the custom model's about
 # 0.3%. Even the GPU-busy time alone is about 14 times the floor for the original and about 43 times for the
 # custom model: 1,655 short kernels each pay a fixed cost to start, whatever they move. Decoding one token at a
 # time from Python, neither model is limited by the memory; both wait on the host (chapter 1's *overhead-bound*
 # regime, [the three regimes](01_setup.ipynb#Three-regimes)).
 #
-# Against the blog's T4: 3.59x there, 4.58x on the committed H200 run. The two come from different machines,
+# Against the blog's T4: 3.59x there, 4.53x on the committed H200 run. The two come from different machines,
 # generation lengths (512 tokens against 8) and timing methods, so only the direction compares. A faster GPU
 # shrinks the kernels more than it shrinks the host's cost of launching them, so the more launch-bound a
 # machine, the more a doubling of launches shows in its slowdown.
@@ -378,7 +377,7 @@ else:
 
 # %% [markdown]
 # On the committed H200 run the traced original step ran 1,619 kernels and the all-custom step 3,181, each
-# kernel launched by one host call. Under the profiler the steps spanned 31,858 and 131,779 µs, about one and
+# kernel launched by one host call. Under the profiler the steps spanned 31,576 and 134,755 µs, about one and
 # a half times the rounds' wall time per token (the profiler's own cost on the host), while the GPU was busy for
 # about 3.4 and about 11 ms of them: 89% and 92% of each step was gap. At the whole step's scale every kernel is
 # drawn at least a pixel wide, so the lanes look solid; the zoom shows one layer (1/28 of the step, the
@@ -464,14 +463,13 @@ helpers.save_figure(fig, "full_stack_divergence")
 plt.show()
 
 # %% [markdown]
-# On the committed H200 run the streams split at generated token 298 of 384. There the original's top-2
-# margin was 0.00195, and the two models' logits differed by up to 0.00476. A difference $d$ can close a top-2
-# margin of up to $2d$ (one logit up by $d$, the other down), here 0.0095, far more than the margin: the custom
-# model's pick flipped. Over the steps
-# before, the median margin was 0.135, far beyond anything the models' difference could close. A flip was
-# possible at 12 of the 299 steps, and the one-pass recomputation found the top picks apart at just one, the
-# split itself. After it, 83 of the 86 remaining tokens still agreed position by position: these random
-# weights fall into a repeating two-token pattern, and both streams fell back into it.
+# On the committed H200 run the streams split at generated token 302 of 384. There the original's top two
+# tokens were tied exactly (margin 0), and the two models' logits differed by up to 0.00537. A difference $d$
+# can close a top-2 margin of up to $2d$ (one logit up by $d$, the other down), so at a tie any difference can
+# flip the pick, and here it did. Over the steps before, the median margin was 0.133, far beyond anything the
+# models' difference could close. A flip was possible at 16 of the 303 steps, and the one-pass recomputation
+# found the top picks apart at 2 of them. After the split, 64 of the 82 remaining tokens still agreed position
+# by position: these random weights repeat a few tokens over and over, and the streams fell back into step.
 #
 # That is the whole mechanism: a near-tie plus a difference in the last digits. Where the split falls is one
 # sample, not a property of our kernels: anything that changes the last bits of a logit (another GPU, another
@@ -534,7 +532,7 @@ quiet = torch.no_grad()  # a call wrapped in it records no autograd graph
 # kernel's fixed cost. Faster or slower?
 #
 # *What to expect:* faster, by something like the ratio of the kernel counts, not exactly, since the chain's
-# kernels do different amounts of work. On the committed H200 run the two-pass call took about 0.21 of the
+# kernels do different amounts of work. On the committed H200 run the two-pass call took about 0.20 of the
 # chain's GPU time, close to chapter 3's figure for the same call.
 
 # %%
@@ -552,7 +550,7 @@ measured = helpers.check_answer(answer, cmp.ratios["two-pass RMSNorm"], cmp.floo
 #
 # *What to expect:* slower by dozens of times: the keys and values are a few hundred kB, so here too the
 # kernel count sets the GPU time. On the committed H200 run the loop was 82 kernels against SDPA's 1, and
-# about 54 times slower.
+# about 55 times slower.
 
 # %%
 answer = None  # your guess: "faster", "slower" or "same"
@@ -594,7 +592,7 @@ measured = helpers.check_answer(answer, cmp.ratios["tiled matmul"], cmp.floor,
 # - Every RMSNorm, projection and attention module can run on our own kernels and the model still computes the
 #   same function, to within rounding; greedy decoding turns a rounding-sized difference into a different
 #   token only at a near-tie.
-# - The full stack was 4.58x slower on the committed H200 run, and 90% of the time it added per token was the
+# - The full stack was 4.53x slower on the committed H200 run, and 90% of the time it added per token was the
 #   GPU waiting for the host to launch the next kernel: at batch size 1, launches, not arithmetic, set the pace.
 # - Launches, GPU-busy time and wall time per token, set beside the weight-read floor, explain a slowdown in
 #   one table; next, [chapter 7](07_context_sweep.ipynb) asks whether it holds as the prompt grows.

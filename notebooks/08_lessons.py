@@ -23,14 +23,14 @@
 #
 # The blog's biggest lesson holds on an H200, and more strongly than on its T4: a kernel can be correct and
 # still make the model slower, and at batch size 1 the host, launching one small kernel after another, sets
-# the pace. On the committed H200 run chapter 6's all-custom model was 4.578x slower than the original (the
-# blog's T4: 3.59x), the per-head attention loop alone made it 4.305x slower, and the original kept its GPU
-# busy for 3.418 of its 28.12 wall ms per decoded token. Where the H200 and the T4 disagree, three things
+# the pace. On the committed H200 run chapter 6's all-custom model was 4.526x slower than the original (the
+# blog's T4: 3.59x), the per-head attention loop alone made it 4.331x slower, and the original kept its GPU
+# busy for 3.428 of its 27.51 wall ms per decoded token. Where the H200 and the T4 disagree, three things
 # explain it: the clock a kernel was timed on, a much faster GPU (it shortens the original's step, while the
 # launch-bound custom model hardly gains), and how much arithmetic a long prompt costs (chapter 7). A launch
 # budget built from each module's host price predicts most of what the attention loop adds per decoded token
-# (95.13 predicted against 98.11 ms measured on the committed H200 run) but only a little over half of what
-# the attention projections add: one in-situ factor does not fit every kind of call.
+# (91.52 predicted against 99.87 ms measured on the committed H200 run) but less than half of what the
+# attention projections add: one in-situ factor does not fit every kind of call.
 #
 # The H200 could not reach the model hub, so it ran Qwen3-0.6B's exact architecture with seeded random
 # weights. Timings depend on the shapes, not on the weights' values; generated text (and where two models'
@@ -168,36 +168,36 @@ helpers.show(evidence.drop(columns=["yours", "yours verdict"]) if same_dir else 
 #
 # **2. Un-fusing costs memory traffic, but PyTorch's RMSNorm is already un-fused.** The blog's two-pass kernel
 # was 1.26x slower than PyTorch's and the model lost about a quarter of its tokens/s. On the committed H200 run
-# the two-pass kernel was 5.93x faster than the RMSNorm that Qwen3's module runs (0.1687): in eager PyTorch
+# the two-pass kernel was 5.86x faster than the RMSNorm that Qwen3's module runs (0.1705): in eager PyTorch
 # `Qwen3RMSNorm` launches eight small kernels per call (the price list below), ours two. Swapped into all 113
-# norms it did not speed the model up: within noise in chapter 3 (1.030), which had predicted about 11% faster,
-# and 1.05x slower in this chapter's comparison (1.054). Inside the model a two-pass call cost the host about
-# what an eager one did. The blog does not say which PyTorch RMSNorm it timed.
+# norms it did not speed the model up: within noise in chapter 3 (1.093), which had predicted about 6% faster,
+# and in this chapter's comparison (1.089), both medians on the slower side. Inside the model a two-pass call
+# cost the host no less than an eager one. The blog does not say which PyTorch RMSNorm it timed.
 #
 # **3. A less tuned matmul costs time, and the model feels it.** On the committed H200 run our tiled matmul took
-# 2.669x cuBLAS's GPU time (the blog's T4: 2.160 from its two times). Swapped into the model, the three
-# projection swaps are where the two machines agree best: 1.320, 1.345 and 1.313 on the committed H200 run
+# 2.662x cuBLAS's GPU time (the blog's T4: 2.160 from its two times). Swapped into the model, the three
+# projection swaps are where the two machines agree best: 1.296, 1.398 and 1.337 on the committed H200 run
 # (chapter 4) against the blog's 1.353, 1.410 and 1.327. On the committed H200 run a swapped projection adds
-# mostly host work: 69.62 µs to issue one `TritonLinear` call against 25.28 µs for the `nn.Linear` it replaces
+# mostly host work: 67.06 µs to issue one `TritonLinear` call against 24.50 µs for the `nn.Linear` it replaces
 # (the price list below). The blog saw all projections plus the RMSNorm cost less than the attention and MLP
 # projections alone; so did chapter 4 and this chapter's comparison on the H200, but by less than the spread of
 # their rounds.
 #
 # **4. Launches are the price.** A loop over heads launches 82 kernels per call where SDPA launches one. On the
-# committed H200 run it took 37.89x SDPA's GPU time and 170.1x its host time per call, and swapped into the
-# model it made a generation 4.305x slower, the costliest single swap of the series (the blog did not swap it
+# committed H200 run it took 38.05x SDPA's GPU time and 162.3x its host time per call, and swapped into the
+# model it made a generation 4.331x slower, the costliest single swap of the series (the blog did not swap it
 # in alone). The blog's 8.5 against 0.149 ms is a ratio of about 57 on a clock it does not name, between our
 # two.
 #
 # **5. Everything at once: a larger slowdown on the faster GPU.** The blog's T4: 3.59x. The committed H200 run:
-# 4.578x. On the H200 both models run at the host's pace (lesson 8), so the ratio is close to the ratio of their
-# host work per token. On the T4 the original took about 44 ms per token (22.58 tokens/s), against 28.12 ms in
-# this chapter's H200 run (each chapter runs in its own process, and the host's pace differs between them:
-# chapter 1 measured 24.04 ms, chapter 9 33.51 ms; compare within a process): a slower GPU, and another host, made its step longer, and the same added host work is
-# then a smaller multiple of it. Two runs on different GPUs and hosts cannot split those two causes; the
-# direction is the one a faster GPU under a launch-bound decode predicts. The custom model's outputs drift from
-# the original's on both machines; on the committed H200 run the first differing token was number 298, a count
-# that depends on the weights, here random ones.
+# 4.526x. On the H200 both models run at the host's pace (lesson 8), so the ratio is close to the ratio of their
+# host work per token. On the T4 the original took about 44 ms per token (22.58 tokens/s), against 27.51 ms in
+# this chapter's H200 run (the host's pace differs between processes: chapter 1 measured 20.02 ms, chapter 9
+# 24.72 ms; compare within a process): a slower GPU, and another host, made its step longer, and the same added
+# host work is then a smaller multiple of it. Two runs on different GPUs and hosts cannot split those two
+# causes; the direction is the one a faster GPU under a launch-bound decode predicts. The custom model's
+# outputs drift from the original's on both machines; on the committed H200 run the first differing token was
+# number 302, a count that depends on the weights, here random ones.
 #
 # **6. The slowdown holds as the context grows, and on the H200 it does not ease.** The blog's T4: 3.2x to 3.9x,
 # a little less at long prompts. The committed H200 run: 4.462 at 128 tokens and 4.472 at 1,024, no
@@ -206,14 +206,14 @@ helpers.show(evidence.drop(columns=["yours", "yours verdict"]) if same_dir else 
 # a decode step.
 #
 # **7. The KV cache: a lesson that needs longer generations.** The blog saw tokens/s fall by half or more
-# without the cache. On the committed H200 run chapter 1 found no difference, per generation at its short
-# prompt (0.9833) and per decode step out to 544 tokens (0.9715 there), both within noise: at 544 tokens the
-# recomputed history costs an H200 at least 0.5191 ms of arithmetic, hidden behind a 24.59 ms step of
-# launches. The cache pays off once that arithmetic outgrows the launches.
+# without the cache. On the committed H200 run chapter 1 found no cost to turning it off: per generation at its
+# short prompt within noise (0.9876), and per decode step at 544 tokens even 1.07x faster without it (0.9385).
+# At 544 tokens the recomputed history costs an H200 at least 0.5191 ms of arithmetic, hidden behind a 21.26 ms
+# step of launches. The cache pays off once that arithmetic outgrows the launches.
 #
 # **8. The GPU mostly waits.** The blog closes on Python orchestrating many small GPU operations. On the
-# committed H200 run the GPU was busy for a small share of each decoded token: 3.370 of 24.04 wall ms in
-# chapter 1, and 3.418 of 28.12 in this chapter's own run below. That is what makes a budget of launches a
+# committed H200 run the GPU was busy for a small share of each decoded token: 3.395 of 20.02 wall ms in
+# chapter 1, and 3.428 of 27.51 in this chapter's own run below. That is what makes a budget of launches a
 # model of the time: the next two sections build it and judge it.
 #
 # ## Measure every configuration once
@@ -221,10 +221,10 @@ helpers.show(evidence.drop(columns=["yours", "yours verdict"]) if same_dir else 
 # One `helpers.compare_configs` run times the original, its A/A copy and the six configurations of chapters 3
 # to 6 (`helpers.REPRODUCE_CONFIGS`) in shuffled rounds, at `SIZES.prompt_len` prompt tokens and
 # `SIZES.new_tokens` new tokens, each generation followed by a one-token one so that the wall ms per decoded
-# token come from the same rounds. After the rounds it counts every configuration's launches and GPU-busy time
-# per decoded token (`profile=True`), and it prices every kind of module call on the host (`prices=True`): one
-# captured decode-step call of each module of ours, and of each of the original's modules they replace, timed
-# on its own right after that configuration's generations in every round.
+# token come from the same rounds. Before the rounds `helpers.capture_prices` captures one decode-step call of
+# each module of ours, and of each of the original's modules they replace; the rounds time each on its own right
+# after that configuration's generations, so it is priced on the same host. After the rounds
+# `helpers.profile_configs` counts every configuration's launches and GPU-busy time per decoded token.
 #
 # Before it, the cell re-measures the four headline kernel ratios in GPU time, as `tools/reproduce.py` does;
 # they come first because a profile changes how a later timing in the same process behaves, and
@@ -239,18 +239,18 @@ needed = {part for key in [*helpers.KERNEL_RATIO_IDS, *helpers.REPRODUCE_CONFIGS
 # beside your own chapters 2-6 where they have run on this machine, else beside the committed H200 run
 RECORDED = helpers.results_path() if needed <= set(SOURCES["yours"]["id"]) else H200_DIR / "results.csv"
 kernels_again = helpers.reproduce(committed=RECORDED, ids=helpers.KERNEL_RATIO_IDS)  # before any profile
-comparison = helpers.compare_configs(model, helpers.reproduce_configs(), tokenizer=tokenizer, profile=True,
-                                     prices=True)
+prices = helpers.capture_prices(model, helpers.reproduce_configs(), tokenizer=tokenizer)  # calls to time alone
+comparison = helpers.compare_configs(model, helpers.reproduce_configs(), tokenizer=tokenizer, prices=prices)
+profiles = helpers.profile_configs(comparison, model)  # after the timed rounds
 del model
-profiles = {name: comparison.profile(name) for name in comparison.counts}
 helpers.show(comparison.table(per_token=True))
 
 # %% [markdown]
-# On the committed H200 run the original took 28.12 wall ms per decoded token at 1,655 launches, and the
-# all-custom model 134.1 ms at 3,217. The two-pass RMSNorm *lowered* the launches to 977 and still came out
-# 1.05x slower; the per-head attention loop raised them to 3,923 and cost the most of the single swaps. The
-# verdict column judges each configuration's time ratio against this run's A/A floor (the row *original
-# (again)*).
+# On the committed H200 run the original took 27.51 wall ms per decoded token at 1,655 launches, and the
+# all-custom model 124.9 ms at 3,217. The two-pass RMSNorm *lowered* the launches to 977 and still did not
+# come out faster (within noise); the per-head attention loop raised them to 3,923 and cost the most of the
+# single swaps. The verdict column judges each configuration's time ratio against this run's A/A floor (the
+# row *original (again)*).
 #
 # ## The launch budget: does it predict what a swap adds?
 #
@@ -369,24 +369,24 @@ plt.show()
 # %% [markdown]
 # ## What the launch budget shows
 #
-# **It predicts the big change and falls short on most of the smaller ones.** On the committed H200 run the
-# in-situ factor came out at 1.119: inside the all-custom model its swaps cost the host about 12% more than
-# their prices alone. With that one number the budget predicted 95.13 ms for what the per-head attention loop
-# adds per decoded token, against 98.11 ms measured. For the projection swaps it fell short: 4.882 ms predicted
-# against 8.600 ms measured for the attention projections, 9.170 against 12.34 for the attention and MLP
-# projections, 8.413 against 11.22 for all projections and the RMSNorm. The column *factor that would fit* says
-# why: each swap would need its own factor, about 2.0 for the attention projections alone and 1.5 for the other
-# two, against the 1.154 of the attention loop. A `TritonLinear` costs more inside the model than in a tight
-# loop on its own; the attention loop, whose calls are long and few, costs about what it does alone.
+# **It predicts the big change and falls short on the smaller ones.** On the committed H200 run the in-situ
+# factor came out at 1.037: inside the all-custom model its swaps cost the host about 4% more than their prices
+# alone. With that one number the budget predicted 91.52 ms for what the per-head attention loop adds per
+# decoded token, against 99.87 ms measured. For the projection swaps it fell short: 5.513 ms predicted against
+# 11.27 ms measured for the attention projections, 8.863 against 13.27 for the attention and MLP projections,
+# 7.714 against 8.678 for all projections and the RMSNorm. The column *factor that would fit* says why: every
+# swap would need a larger factor than the fitted one: 2.121 for the attention projections alone, 1.553 with the
+# MLP ones, 1.167 with all projections and the RMSNorm, 1.132 for the attention loop. The fit came out low
+# because the all-custom model measured a little less per token than the attention loop alone (124.9 against
+# 127.4 ms; their ratios' quartiles overlap).
 #
-# **A change near the noise cannot be predicted.** The two-pass RMSNorm's prices alone nearly cancel
-# (90.59 µs for ours against 87.33 µs for Qwen3's on the committed H200 run, quartiles overlapping), so the
-# budget predicts a small change, -0.8544 ms, where the run measured +1.291 ms. The swap's verdict, 1.05x
-# slower, sits just past the series' threshold, and chapter 3 found it within noise: the change is small, and
-# no factor can be read from it.
+# **A change within the noise cannot be predicted.** The two-pass RMSNorm's prices alone nearly cancel
+# (78.23 µs for ours against 86.86 µs for Qwen3's on the committed H200 run, quartiles overlapping), so the
+# budget predicts a small saving, -1.109 ms, where the run measured +2.639 ms. Within noise, here as in
+# chapter 3, the swap gives no factor to read.
 #
 # **Why judge the change.** Judged on totals, the same predictions all landed within 20% of the measured wall
-# ms per decoded token, because every total holds the original's 28.12 measured ms. Judged on the change, the
+# ms per decoded token, because every total holds the original's 27.51 measured ms. Judged on the change, the
 # budget is right about what dominates (the attention loop's launches) and tells you, by how far each
 # projection swap lies off the line, that a call's price on its own is a lower bound on what it costs in place.
 # Each point in the figure is one configuration; a point on the diagonal is a change predicted exactly, the
@@ -411,9 +411,10 @@ print(f"re-measured {within} of the recorded ratio: {(again[within] == 'yes').su
 
 # %% [markdown]
 # On the committed H200 run all ten came back within 10% of what chapters 2 to 6 had recorded in their own
-# processes, from the add (0.9626 against 1.009) to the all-custom model (4.668 against 4.578). In CPU mode the
-# re-measured ratios are interpreter times on a tiny model, set beside GPU times wherever your own chapters have
-# not run here: a check that the code runs, nothing more.
+# processes, from the add (0.9619 against 1.009) to the all-custom model (4.507 against 4.526); the attention
+# projections came closest to the bar (1.413 against 1.296). In CPU mode the re-measured ratios are interpreter
+# times on a tiny model, set beside GPU times wherever your own chapters have not run here: a check that the
+# code runs, nothing more.
 #
 # ## Try it yourself
 #

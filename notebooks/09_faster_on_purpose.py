@@ -29,22 +29,22 @@
 #
 # | configuration | wall ms per decoded token | decoded tokens/s |
 # |---|---|---|
-# | original, eager `generate()` | 33.51 | 29.84 |
-# | all custom (chapter 6's model) | 156.5 | 6.391 |
-# | 1. fast attention | 48.50 | 20.62 |
-# | 2. fused RMSNorm | 44.06 | 22.70 |
-# | 3. matrix-vector projections | 45.27 | 22.09 |
-# | 3b. fused MLP | 42.95 | 23.28 |
-# | 4. fused layers: the fast model, launched from Python | 31.67 | 31.58 |
-# | **5. the fast model replayed from a CUDA graph** | **1.436** | **696.3** |
-# | original, replayed from a CUDA graph | 4.566 | 219.0 |
-# | transformers' compiled path (static cache, CUDA graphs) | 4.299 | 232.6 |
+# | original, eager `generate()` | 24.72 | 40.46 |
+# | all custom (chapter 6's model) | 112.1 | 8.923 |
+# | 1. fast attention | 33.51 | 29.84 |
+# | 2. fused RMSNorm | 30.48 | 32.81 |
+# | 3. matrix-vector projections | 29.15 | 34.30 |
+# | 3b. fused MLP | 28.84 | 34.67 |
+# | 4. fused layers: the fast model, launched from Python | 20.55 | 48.66 |
+# | **5. the fast model replayed from a CUDA graph** | **1.552** | **644.2** |
+# | original, replayed from a CUDA graph | 4.736 | 211.1 |
+# | transformers' compiled path (static cache, CUDA graphs) | 3.767 | 265.4 |
 # | weight-read floor: every weight read once per token (a bound) | 0.2484 | about 4,027 |
 #
-# On the committed H200 run the fast model replayed from a CUDA graph decodes 3.11x faster than transformers'
-# compiled path (the median of the per-round ratios; the table's two medians divided give about 3.0) and about 23x faster
+# On the committed H200 run the fast model replayed from a CUDA graph decodes 2.96x faster than transformers'
+# compiled path (the median of the per-round ratios; the table's two medians divided give about 2.4) and about 16x faster
 # than the original as `generate()` runs it. Launched from Python, the same
-# model only draws level with the original (within noise). It is still about six times above the weight-read
+# model is only 1.20x faster than the original. It is still about six times above the weight-read
 # floor. And the fix that cut the GPU's work the most, the gemv of step 3, won nothing measurable: the look
 # inside says why.
 #
@@ -91,9 +91,6 @@
 # 5. **CUDA graph**: the same fast model, each decode step replayed from one CUDA graph: one launch per token
 #    for the host. A graph records the kernels *and the addresses* they touch, so the KV cache cannot grow
 #    (growing moves it): the graph decoder allocates a static cache, as long as the whole generation, once.
-#
-# Beside the staircase stand the original replayed from a CUDA graph (what a graph alone buys), transformers'
-# compiled path (GPU only) and the weight-read floor.
 
 # %%
 # Setup: find the repository (or fetch it on a fresh Colab runtime), install what is missing.
@@ -276,8 +273,9 @@ for pair, at, margin_of in (("fast / original", first, split_margin),
 # One `helpers.compare_configs` run times every configuration in the same shuffled rounds, the original twice
 # for the A/A floor ([how we measure](01_setup.ipynb#How-we-measure), and [METHODS.md](../METHODS.md)). Each
 # round runs an N-token and a 1-token generation of each, which gives one wall ms per decoded token per round;
-# after the rounds `torch.profiler` counts kernels and GPU-busy time per decoded token, and `prices=True` times
-# each kind of module call of ours, and of the original's that it replaces, on its own.
+# `helpers.capture_prices` captures each kind of module call of ours, and of the original's that it replaces, for
+# the rounds to time on its own; after the rounds `helpers.profile_configs` counts kernels and GPU-busy time per
+# decoded token.
 #
 # What to expect, before the numbers. At batch size 1 the host launching kernels sets the pace, so a step
 # should win roughly what it removes from the host's work:
@@ -302,19 +300,13 @@ for pair, at, margin_of in (("fast / original", first, split_margin),
 # %%
 with warnings.catch_warnings():  # transformers' compiled path: inductor's TF32 advice for float32 matmuls
     warnings.filterwarnings("ignore", message="TensorFloat32 tensor cores", category=UserWarning)
-    comparison = helpers.compare_configs(model, CONFIGS, tokenizer=tokenizer, profile=True, prices=True)
-profiles = {name: comparison.profile(name) for name in comparison.counts}
+    prices = helpers.capture_prices(model, CONFIGS, tokenizer=tokenizer)  # the calls to time alone in the rounds
+    comparison = helpers.compare_configs(model, CONFIGS, tokenizer=tokenizer, prices=prices)
+    profiles = helpers.profile_configs(comparison, model)  # after the timed rounds
 wall = {name: p.wall_ms_per_token for name, p in profiles.items()}  # wall ms per decoded token, prefill excluded
 
 
-def round_by_round(a: str, b: str, per_generation: bool = False) -> helpers.Ratio:
-    """``a``'s time over ``b``'s in each round (above 1: ``a`` is slower): wall ms per decoded token, or the
-    whole generation's wall time (what the recorded ratios use)."""
-    times = comparison.seconds if per_generation else {n: comparison.decode_ms(n).values for n in (a, b)}
-    return helpers.Ratio.of([x / y for x, y in zip(times[a], times[b])])
-
-
-DECODE_FLOOR = round_by_round(helpers.ORIGINAL_AGAIN, ORIGINAL)  # the A/A floor, on the decode clock
+DECODE_FLOOR = comparison.between(helpers.ORIGINAL_AGAIN, ORIGINAL, "decode")  # the A/A floor, on the decode clock
 GAP_US = helpers.graph_kernel_gap_us()  # GPU µs per kernel a replay spends beyond its kernels; None in CPU mode
 budget = helpers.fit_module_budget(profiles, (ORIGINAL, START))
 if not helpers.HAS_GPU:  # CPU mode steps the graph fast model eagerly: it makes the eager fast model's calls
@@ -328,7 +320,7 @@ rows = {}
 for name in [ORIGINAL, *STEPS, ORIGINAL_GRAPH, *([COMPILED] if COMPILED else [])]:
     p = profiles[name]
     against = STEPS[STEPS.index(name) - 1] if name in STEPS[1:] else None if name == ORIGINAL else ORIGINAL
-    r = round_by_round(name, against) if against else None
+    r = comparison.between(name, against, "decode") if against else None
     rows[name] = {"decoded tokens/s": 1e3 / wall[name], "wall ms per decoded token": wall[name],
                   "predicted wall ms": predicted.get(name, float("nan")),
                   "kernels per token": p.launches, "host launches per token": 1 if graphed(name) else p.launches,
@@ -344,8 +336,8 @@ print(f"decode A/A floor {DECODE_FLOOR.median:.3f}, quartiles {DECODE_FLOOR.quar
       "none (CPU mode)" if GAP_US is None else f"{GAP_US:.3f}")
 
 # %% [markdown]
-# *decoded tokens/s* is 1000 / *wall ms per decoded token* (the original's median over the rounds times each
-# configuration's median per-round ratio to it); *predicted wall ms* is the budget's (or the graph rule's);
+# *wall ms per decoded token* is the original's median over the rounds times each configuration's median
+# per-round ratio to it; *predicted wall ms* is the budget's (or the graph rule's);
 # *host launches per token* counts every kernel, or one graph. The last four columns compare each step with
 # **the step before it** (the start and the lines beside the staircase with the original): the median of the
 # per-round ratios of wall ms per decoded token, its quartiles, and its verdict against the decode A/A floor
@@ -355,7 +347,7 @@ print(f"decode A/A floor {DECODE_FLOOR.median:.3f}, quartiles {DECODE_FLOOR.quar
 
 # %%
 for a, b in [(FAST, ORIGINAL), (FAST_GRAPH, ORIGINAL_GRAPH), *([(FAST_GRAPH, COMPILED)] if COMPILED else [])]:
-    r = round_by_round(a, b)
+    r = comparison.between(a, b, "decode")
     print(helpers.verdict_line(f"decode, {a} / {b}", r, DECODE_FLOOR))
 
 # %% [markdown]
@@ -383,44 +375,45 @@ plt.show()
 # %% [markdown]
 # ## What it shows
 #
-# On the committed H200 run the all-custom model launched 3,217 kernels per decoded token and took 156.5 wall
-# ms for it, more than four times the original's 33.51, and the first fix, **fast attention**, removed about
-# 2,300 of those launches and brought the token to 48.50 ms: the largest eager win, as predicted. The
-# **fused RMSNorm** took 113 launches more off, to 44.06 ms on the committed H200 run.
+# On the committed H200 run the all-custom model launched 3,217 kernels per decoded token and took 112.1 wall
+# ms for it, more than four times the original's 24.72, and the first fix, **fast attention**, removed about
+# 2,300 of those launches and brought the token to 33.51 ms: the largest eager win, as predicted. The
+# **fused RMSNorm** took 113 launches more off, to 30.48 ms on the committed H200 run: within noise, not the
+# small win predicted.
 #
 # The **matrix-vector projections** are the lesson of this chapter. On the committed H200 run they cut the
-# GPU-busy time from 7.474 to 1.680 ms per token, more than four times less GPU work, and the wall time moved
-# from 44.06 to 45.27 ms: within noise. The GPU was idle for most of each token already, waiting for
+# GPU-busy time from 7.450 to 1.686 ms per token, more than four times less GPU work, and the wall time moved
+# from 30.48 to 29.15 ms: within noise. The GPU was idle for most of each token already, waiting for
 # the host; doing its part faster only made it wait longer. The **fused MLP** changed as little (780 kernels).
 #
-# **Fused layers** halved the count, from 780 to 388 kernels, but cut the token only by a quarter, to 31.67 ms
-# on the committed H200 run. So the fast model, launched from Python, only draws level with the original
-# eager (33.51 ms; within noise, median 0.945) with under a quarter of its 1,655 launches: per launch, our
-# model costs the host about four times as much. Then the **CUDA graph**: the same kernels, and more of them
+# **Fused layers** halved the count, from 780 to 388 kernels, but cut the token by under a third, to 20.55 ms
+# on the committed H200 run. So the fast model, launched from Python, beats the original eager (24.72 ms) by
+# only 1.20x with under a quarter of its 1,655 launches: per launch, our model costs the host about three and
+# a half times as much. Then the **CUDA graph**: the same kernels, and more of them
 # (499, see the look inside), but one launch by the host per token, and on the committed H200 run the token
-# fell to 1.436 ms.
+# fell to 1.552 ms.
 #
-# Beside the staircase, on the committed H200 run, the original replayed from a graph took 4.566 ms (a graph
-# alone buys the original 7.34x), and transformers' compiled path 4.299 ms. On the committed H200 run the
+# Beside the staircase, on the committed H200 run, the original replayed from a graph took 4.736 ms (a graph
+# alone buys the original 5.22x), and transformers' compiled path 3.767 ms. On the committed H200 run the
 # graph fast model beat both because its step ran fewer kernels (499 against 1,850 and about 572) with less
-# GPU-busy time (1.256 ms against 3.925 and 1.919).
+# GPU-busy time (1.259 ms against 3.932 and 1.920).
 #
-# The predictions held to within 7%: on the committed H200 run the launch budget came out 4% to 7% high on
-# the first four fixes (50.31 ms predicted against 48.50 measured for fast attention) and 3% low on the fused
-# layers (30.60 against 31.67), and the graph rule predicted 1.489 ms for the graph fast model against 1.436
-# measured, from its GPU-busy time and 499 graph gaps of 0.465 GPU µs. The budget even foresaw the gemv's
-# non-result (47.96 ms predicted, 45.27 measured on the committed H200 run): it charges the host for calls,
-# and the gemv made as many calls as the tiled matmul.
+# The predictions held to within 7%: on the committed H200 run the launch budget came within 2% on the first
+# two fixes (32.85 ms predicted against 33.51 measured for fast attention), 5% to 6% high on the next two, and
+# 7% low on the fused layers (19.18 against 20.55), and the graph rule predicted 1.464 ms for the graph fast
+# model against 1.552 measured, from its GPU-busy time and 499 graph gaps of 0.410 GPU µs. The budget even
+# foresaw the gemv's non-result (30.92 ms predicted, 29.15 measured on the committed H200 run): it charges
+# the host for calls, and the gemv made as many calls as the tiled matmul.
 
 # %% [markdown]
 # ## Prefill, on its own
 #
 # The prefill (one forward pass over the prompt, which gives the first token) runs eagerly in our graph
 # configurations too: the graph holds only the decode step. So in a short generation the prefill weighs
-# heavily, the more so the faster the decode: for the graph rows it is most of an 8-token generation. The table
+# heavily, the more so the faster the decode: for the graph rows it is about half of an 8-token generation or more. The table
 # gives each configuration's prefill (the median 1-token generation) and its share of the median whole
 # generation. Counted per whole generation, prefill included, the graph fast model's lead over transformers'
-# compiled path shrinks from 3.11x to about 1.7x on the committed H200 run. The series' headline is
+# compiled path shrinks from 2.96x to about 1.8x on the committed H200 run. The series' headline is
 # decode-only: `faster.fast_graph_decode_tps` and `faster.fast_graph_vs_compiled_decode` are recorded from
 # the table above. The other recorded ratios (`faster.*.vs_original`, `.vs_previous`,
 # `faster.fast_graph_vs_compiled`) and tokens/s (`.tps`) are per whole generation, as the catalogue defines
@@ -456,7 +449,7 @@ for name, p in profiles.items():
         comparison.record(name, f"faster.{t}.vs_original", "wall time per generation / original's, round by round")
 FLOOR = f"{ROUNDS}, A/A floor {comparison.floor.median:.3f} (quartiles {comparison.floor.quartiles})"
 for name, before in zip(STEPS[1:], STEPS):
-    r = round_by_round(name, before, per_generation=True)
+    r = comparison.between(name, before)
     helpers.record(f"faster.{tag(name)}.vs_previous", r.median, "x slower",
                    f"wall time per generation / {before}'s, round by round; {FLOOR}", spread=r,
                    verdict=helpers.verdict(r, comparison.floor).text)
@@ -464,14 +457,14 @@ comparison.record(FAST, "faster.fast_eager_vs_original", f"{FAST} / original, wa
 helpers.record("faster.fast_graph_tps", comparison.tokens_per_s[FAST_GRAPH], "tokens/s",
                f"{FAST_GRAPH}; {ROUNDS}; prefill included")
 if COMPILED:
-    r = round_by_round(FAST_GRAPH, COMPILED, per_generation=True)
+    r = comparison.between(FAST_GRAPH, COMPILED)
     helpers.record("faster.fast_graph_vs_compiled", r.median, "x slower",
                    f"{FAST_GRAPH} / {COMPILED}, wall time per generation, round by round; {FLOOR}", spread=r,
                    verdict=helpers.verdict(r, comparison.floor).text)
 helpers.record("faster.fast_graph_decode_tps", 1e3 / wall[FAST_GRAPH], "tokens/s",
                f"{FAST_GRAPH}; decoded tokens only (prefill excluded); {ROUNDS}")
 if COMPILED:
-    r = round_by_round(FAST_GRAPH, COMPILED)
+    r = comparison.between(FAST_GRAPH, COMPILED, "decode")
     helpers.record("faster.fast_graph_vs_compiled_decode", r.median, "x slower",
                    f"{FAST_GRAPH} / {COMPILED}, wall ms per decoded token, round by round; decode A/A floor "
                    f"{DECODE_FLOOR.median:.3f} ({DECODE_FLOOR.quartiles})", spread=r,
@@ -514,9 +507,9 @@ if helpers.HAS_GPU:
     helpers.show(kinds[kinds.iloc[:, 0] != kinds.iloc[:, 1]])
 
 # %% [markdown]
-# On the committed H200 run the eager step's GPU sat idle for a 0.9771 fraction of the traced span, between
+# On the committed H200 run the eager step's GPU sat idle for a 0.9750 fraction of the traced span, between
 # 352 kernels that the host launched one by one; replayed from the graph, the host made one launch call and
-# the idle fraction fell to 0.5430, most of what is left coming before the first kernel (the graph launch,
+# the idle fraction fell to 0.5681, most of what is left coming before the first kernel (the graph launch,
 # slowed by the profiler like every host event). The graph step ran 499 kernels against the eager step's 352,
 # and the kinds table says which: 56 cat copies (`torch.cat` appending each new key and value to the growing
 # cache) gave way to 57 indexed writes into the static cache, and about 150 more small elementwise, index and
@@ -576,17 +569,17 @@ if helpers.HAS_GPU and helpers.SLUG in helpers.NOMINAL_TFLOPS:
     helpers.show(roof.set_index("label").drop(columns=["flops"]).rename(columns={"gpu_ms": "GPU ms per call"}))
 
 # %% [markdown]
-# On the committed H200 run the gemvs reached 29.96% to 56.87% of the nominal bandwidth, where the tiled
-# matmul they replaced reached 11.34% at M = 1 (0.01157 GPU ms against 0.003333 for the gemv of the same
-# shape, *gemv down*), and the decode attention took 0.005365 GPU ms where the per-head loop took 0.2070. On the
+# On the committed H200 run the gemvs reached 27.62% to 55.09% of the nominal bandwidth, where the tiled
+# matmul they replaced reached 11.08% at M = 1 (0.01185 GPU ms against 0.003668 for the gemv of the same
+# shape, *gemv down*), and the decode attention took 0.005895 GPU ms where the per-head loop took 0.2021. On the
 # committed H200 run the norms and SwiGLU, a few kilobytes each, reached well under 1% of the bandwidth
-# (0.07682% for the fused RMSNorm): a kernel that small is all start-up and drain, about 1.7 µs whatever its
+# (0.06783% for the fused RMSNorm): a kernel that small is all start-up and drain, about 2 µs whatever its
 # code.
 #
 # That is what stands between the graph step and the weight-read floor. On the committed H200 run its
-# GPU-busy time was 1.256 ms per token against a floor of 0.2484 ms. The projections and lm_head, at a third
+# GPU-busy time was 1.259 ms per token against a floor of 0.2484 ms. The projections and lm_head, at a quarter
 # to a half of the bandwidth, account for about half a millisecond of it; the rest is some 380 other kernels,
-# mostly tiny, each paying a fixed microsecond or two, plus a graph gap of 0.465 GPU µs after every one.
+# mostly tiny, each paying a fixed microsecond or two, plus a graph gap of 0.410 GPU µs after every one.
 # Fusing further removes kernels; a megakernel removes the boundaries altogether, the approach of the posts
 # named at the top.
 #
@@ -665,9 +658,9 @@ result = helpers.check_answer(answer, cmp.ratios["unfused"], cmp.floor, change="
 # %% [markdown]
 # ## Takeaway
 #
-# - At batch size 1 the host's launches set a decoded token's time: the fixes that removed launches won, and
+# - At batch size 1 the host's launches set a decoded token's time: the fixes that removed hundreds of launches won, and
 #   the gemv, which removed most of the GPU's work, did not, until a CUDA graph took the host out of the step.
-# - On the committed H200 run the graph fast model decoded 696.3 tokens/s (1.436 ms per token), 3.11x faster
-#   than transformers' compiled path (4.299 ms); launched from Python, it only drew level with the original.
+# - On the committed H200 run the graph fast model decoded 644.2 tokens/s (1.552 ms per token), 2.96x faster
+#   than transformers' compiled path (3.767 ms); launched from Python, it was only 1.20x faster than the original.
 # - What is left is GPU time in hundreds of tiny kernels: more fusion, and in the end a megakernel, is the way
 #   on towards the weight-read floor.

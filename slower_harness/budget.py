@@ -25,7 +25,7 @@ class DecodeProfile:
     project_launches_per_token: float     # our Triton kernels only (any target)
     tokens_profiled: int   # new tokens of the profiled generation
     note: str = ""
-    # kind -> ModulePrice (compare_configs(prices=True)): our modules' calls, or for the original the calls of its
+    # kind -> ModulePrice (capture_prices): our modules' calls, or for the original the calls of its
     # own modules that ours replace; empty where unpriced
     modules: dict = field(default_factory=dict)
 
@@ -103,7 +103,7 @@ class ModuleBudget:
     Every call of a module of ours replaces one call of the original's module (``ModulePrice.twin``: a
     ``GemvLinear`` an ``nn.Linear``, a ``FastDecoderLayer`` a ``Qwen3DecoderLayer``, our attention function
     transformers' own). Each is priced on its own, in the same rounds as the wall times
-    (``compare_configs(prices=True)``): the host time of one call, its kernels' launches and the framework's
+    (``capture_prices``): the host time of one call, its kernels' launches and the framework's
     Python around them included. A configuration's host time per decoded token is the original's measured
     wall time plus, for every call swapped, our call's price minus the replaced call's price, times
     ``in_situ``: how much dearer calls are inside the model than in a loop on their own (the rest of the
@@ -121,7 +121,7 @@ class ModuleBudget:
         """Host ms per decoded token that one kind of call of ours adds at prices alone: its calls per token
         times its price minus the price of the original's call it replaces (``price.twin``)."""
         if price.twin not in self.twins:
-            raise ValueError(f"price: the original's {price.twin!r} was not priced; compare_configs(prices=True) "
+            raise ValueError(f"price: the original's {price.twin!r} was not priced; capture_prices "
                              "prices the original's modules that the priced configurations replace")
         return price.per_token * (price.alone_us - self.twins[price.twin].alone_us) / 1e3
 
@@ -131,7 +131,7 @@ class ModuleBudget:
         ours = [m for m in profile.modules.values() if m.twin]  # the original's own modules name no twin
         missing = sorted({m.twin for m in ours} - set(self.twins))
         if missing:
-            raise ValueError(f"profile: the original's {missing} were not priced; compare_configs(prices=True) "
+            raise ValueError(f"profile: the original's {missing} were not priced; capture_prices "
                              "prices the original's modules that the priced configurations replace")
         return sum(self.added_ms(m) for m in ours)
 
@@ -161,13 +161,13 @@ def fit_module_budget(profiles: dict, fitted_on: tuple) -> ModuleBudget:
     base, other = (profiles[name] for name in fitted_on)
     if any(m.twin for m in base.modules.values()):
         raise ValueError(f"fitted_on[0]: {fitted_on[0]!r} calls modules of ours; the base is the original, "
-                         "whose own modules are priced (compare_configs(..., prices=True))")
+                         "whose own modules are priced (capture_prices)")
     if not base.modules:
         raise ValueError(f"fitted_on[0]: {fitted_on[0]!r} has no priced module; compare with "
-                         "compare_configs(..., prices=True), which prices the original's replaced modules")
+                         "capture_prices, which prices the original's replaced modules")
     if not any(m.twin for m in other.modules.values()):
         raise ValueError(f"fitted_on[1]: {fitted_on[1]!r} has no priced module of ours; compare it with "
-                         "compare_configs(..., prices=True) and pick one that calls ours")
+                         "capture_prices and pick one that calls ours")
     budget = ModuleBudget(base.wall_ms_per_token, dict(base.modules), 1.0, tuple(fitted_on))
     in_situ = budget.implied_in_situ(other)
     if in_situ is None:

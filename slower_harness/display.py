@@ -2,17 +2,23 @@
 the results, and plain tick labels for log axes. It shows numbers; it does not write the chapters' sentences."""
 from __future__ import annotations
 
+from slower_harness import env  # first: it picks matplotlib's backend
+
+import math
 import os
 from contextlib import contextmanager
 from pathlib import Path
 
-from slower_harness import env
-from slower_harness.stats import table_number
+import pandas as pd
+from matplotlib import ticker
+from tqdm.auto import tqdm
+
+from slower_harness.formats import plain_number, table_number
 
 
 def launch_note(per: str = "decoded token") -> str:
     """What a launch count in results.csv counts: every CUDA kernel on a GPU (a call's from a CUDA graph of it,
-    ``launches_per_call``; a token's from torch.profiler, ``compare_configs(profile=...)``), our own kernels in
+    ``launches_per_call``; a token's from torch.profiler, ``profile_configs``), our own kernels in
     CPU mode."""
     if env.HAS_GPU:
         return f"every CUDA kernel per {per} ({'a CUDA graph of one call' if per == 'call' else 'torch.profiler'})"
@@ -32,8 +38,6 @@ def md(text: str) -> None:
 def show(df) -> None:
     """A table, every row and column of it (pandas would elide the middle of a long one), its floats
     written by ``table_number`` (no "1655.000000", no "NaN")."""
-    import pandas as pd
-
     if isinstance(df, pd.DataFrame):
         df = df.copy()
         for column in df.columns:
@@ -55,8 +59,6 @@ def show(df) -> None:
 def progress(iterable, desc: str = "", **kwargs):
     """A progress bar (a widget in Jupyter). ``TQDM_DISABLE=1`` hides it: a stored notebook keeps a widget's
     first state ("0%"), and tqdm's notebook bar ignores that variable unless it is passed on."""
-    from tqdm.auto import tqdm
-
     kwargs.setdefault("disable", os.environ.get("TQDM_DISABLE", "").lower() in ("1", "true"))
     return tqdm(iterable, desc=desc, **kwargs)
 
@@ -77,28 +79,6 @@ def save_sweep(df, name: str) -> Path:
     return path
 
 
-# Appended helpers for the chapters' figures (tick labels) and for progress during long measurements.
-def _plain_number(value, _pos=None, view=None) -> str:
-    """A tick label as a reader writes the number: 128, 0.05, 4096. Powers of ten become 10^k outside
-    1e-4..1e5, and on every tick of an axis whose ``view`` (its limits) reaches beyond that range."""
-    import math
-
-    if value == 0:
-        return "0"
-    size = abs(value)
-    exponent = math.log10(size)
-    decade = abs(exponent - round(exponent)) < 1e-9
-    limits = [abs(v) for v in (view if view is not None else ()) if v != 0]  # a symlog axis may reach 0
-    beyond = bool(limits) and (min(limits) < 1e-4 or max(limits) >= 1e5)
-    if decade and (beyond or not 1e-4 <= size < 1e5):
-        return ("-" if value < 0 else "") + f"$10^{{{round(exponent)}}}$"
-    if 1e-4 <= size < 1e5:
-        return f"{value:.6g}"
-    if float(value).is_integer():
-        return f"{value:,.0f}"
-    return f"{value:.3g}"
-
-
 def plain_log_ticks(ax, axis: str = "both", values=None, labels=None) -> None:
     """Plain tick labels on a log axis of ``ax`` (``"x"``, ``"y"`` or ``"both"``): 128, 256, 0.05, never 6x10^1.
 
@@ -108,13 +88,9 @@ def plain_log_ticks(ax, axis: str = "both", values=None, labels=None) -> None:
     or beyond 1e-4..1e5), unlabelled minor ticks between.
     A symlog axis keeps its ticks and only gets the plain labels.
     """
-    import math
-
-    from matplotlib import ticker
-
     class _Plain(ticker.Formatter):
         def __call__(self, x, pos=None):
-            return _plain_number(x, pos, self.axis.get_view_interval() if self.axis is not None else None)
+            return plain_number(x, pos, self.axis.get_view_interval() if self.axis is not None else None)
 
     class _OneTwoFive(ticker.LogLocator):
         def tick_values(self, vmin, vmax):

@@ -3,7 +3,8 @@ one verdict rule."""
 from __future__ import annotations
 
 from slower_harness.display import md
-from slower_harness.stats import Ratio, places_apart, verdict
+from slower_harness.formats import places_apart
+from slower_harness.stats import Ratio, verdict
 
 ANSWERS = ("faster", "slower", "same")
 

@@ -2,16 +2,22 @@
 roofline drawn from it, and what the compiler made of a kernel for a T4 and an H200 (registers, loads, PTX)."""
 from __future__ import annotations
 
+from slower_harness import env  # first: it picks matplotlib's backend
+
+import json
 import os
 import re
+import subprocess
 import sys
 
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 import torch
 
-from slower_harness import env
 from slower_harness.display import save_figure
 from slower_harness.specs import GPU_SPECS, NOMINAL_GB_S, NOMINAL_TFLOPS
-from slower_harness.stats import _bytes_label
+from slower_harness.formats import bytes_label
 
 
 def plot_roofline(points, slug: str | None = None, name: str | None = None):
@@ -20,9 +26,6 @@ def plot_roofline(points, slug: str | None = None, name: str | None = None):
     ``points``: a DataFrame with columns label, group, flops, bytes, gpu_ms (GPU time per call). A kernel on
     the slanted roof is memory-bound at full bandwidth; one far below any roof is paying for something else
     (launch overhead inside its time, idle multiprocessors, a poor access pattern)."""
-    import matplotlib.pyplot as plt
-    import numpy as np
-
     slug = slug or env.SLUG
     if slug not in NOMINAL_GB_S or slug not in NOMINAL_TFLOPS:
         raise ValueError(f"slug: no nominal bandwidth and compute for {slug!r}; known: {sorted(NOMINAL_TFLOPS)}")
@@ -85,8 +88,6 @@ def gpu_specs() -> dict:
 
 def gpu_table():
     """The reader's GPU beside the T4 and the H200: one row per property, one column per GPU."""
-    import pandas as pd
-
     columns = {}
     if env.HAS_GPU:
         columns[f"yours ({env._gpu_name()})"] = gpu_specs()
@@ -101,8 +102,6 @@ def plot_memory_hierarchy(name: str | None = None):
     """Where data can live on each GPU of ``gpu_table``: registers and shared memory (all SMs together), L2
     and device memory, on one log axis of bytes, with the device memory's bandwidth. Device memory, the
     farthest, is by far the largest: a kernel that reads its weights once is paced by the last row."""
-    import matplotlib.pyplot as plt
-
     specs = {spec["name"]: {**spec, **_nominal_rows(slug)} for slug, spec in GPU_SPECS.items()}
     if env.HAS_GPU and env.SLUG not in GPU_SPECS:
         specs[f"yours ({env._gpu_name()})"] = gpu_specs()
@@ -119,7 +118,7 @@ def plot_memory_hierarchy(name: str | None = None):
         gb_s = spec.get("memory bandwidth (GB/s, nominal)")
         for row, (yi, size) in enumerate(zip(y, sizes)):
             if size:
-                text = _bytes_label(size) + (f", read at {gb_s:,} GB/s" if gb_s and row == len(levels) - 1 else "")
+                text = bytes_label(size) + (f", read at {gb_s:,} GB/s" if gb_s and row == len(levels) - 1 else "")
                 ax.annotate(text, (size, yi), xytext=(3, 0), textcoords="offset points", va="center", fontsize=8)
     ax.set_xscale("log")
     ax.set_xlim(1e5, 1e13)
@@ -138,8 +137,6 @@ def plot_memory_hierarchy(name: str | None = None):
 def _aot(*args: str) -> str:
     """``python -m slower_kernels.aot ARGS`` in a fresh process with Triton's compiler (the interpreter, which
     CPU mode uses, replaces it): compiles ahead of time for a T4 and an H200, with or without a GPU."""
-    import subprocess
-
     compiler_env = {**os.environ, "TRITON_INTERPRET": "0"}
     done = subprocess.run([sys.executable, "-m", "slower_kernels.aot", *args], cwd=env.ROOT, env=compiler_env,
                           capture_output=True, text=True, timeout=600)
@@ -158,10 +155,6 @@ def compiler_table(kernels=None):
     """``slower_kernels.aot.compiler_table`` as a DataFrame (one row per kernel, configuration and target: sm_75
     and sm_90 side by side), optionally only the kernels named in ``kernels``. Computed once per process,
     with every row's PTX kept for ``ptx_excerpt``."""
-    import json
-
-    import pandas as pd
-
     global _COMPILER_TABLE
     if _COMPILER_TABLE is None:
         rows = json.loads(_aot("--ptx", "--with-text"))

@@ -9,6 +9,9 @@ import re
 from datetime import datetime, timezone
 from pathlib import Path
 
+import pandas as pd
+from filelock import FileLock
+
 from slower_harness import env
 from slower_harness.stats import Ratio
 
@@ -31,8 +34,6 @@ def results_path(slug_dir: Path | None = None) -> Path:
 
 def results(path: Path | None = None):
     """This run's results table (or another one's, given its path): one row per id."""
-    import pandas as pd
-
     path = Path(path) if path else results_path()
     if not path.exists():
         return pd.DataFrame(columns=RESULT_COLUMNS)
@@ -51,8 +52,6 @@ def record(id: str, value, unit: str, note: str = "", spread: "Ratio | None" = N
     ``spread`` (a Ratio, or anything with ``low`` and ``high``) stores the quartiles beside the value, and
     ``verdict`` its words ("within noise", ...), so that chapter 8 carries every uncertainty along.
     """
-    import pandas as pd
-
     entry = catalogue_entry(id)
     if entry is None:
         raise ValueError(f"record: id {id!r} is not in {CATALOGUE_PATH.name}; add a row for it there first")
@@ -85,8 +84,6 @@ def write_csv_atomically(df, path: Path) -> None:
 
 def _locked(path: Path):
     """An exclusive lock on ``path``, for any OS (filelock comes with the model hub's client)."""
-    from filelock import FileLock
-
     return FileLock(str(path))
 
 
@@ -97,8 +94,6 @@ def catalogue():
     """Every result id the series records, with its chapter, label, unit, headline flag and the blog's
     value (``data/catalogue.csv``, the one list). An id part in braces, ``context.{prompt}.ratio``, stands
     for any value."""
-    import pandas as pd
-
     return pd.read_csv(CATALOGUE_PATH, dtype=str, keep_default_na=False, comment="#")
 
 

@@ -1,34 +1,15 @@
 """Numbers, not sentences: the ratios of two timings over shuffled rounds (``Ratio``), the one verdict rule that
 calls a ratio slower, faster or within noise (``verdict``, ``verdict_line``), trends across a sweep
-(``read_trend``), and the number formats they print with. Pure Python: no torch, no GPU, nothing run at import."""
+(``read_trend``); their numbers print through ``formats``. Pure Python: no torch, no GPU, nothing run at import."""
 from __future__ import annotations
 
 import math
 import statistics
 from dataclasses import dataclass
 
+from slower_harness.formats import places_apart, versus
+
 MIN_EFFECT = 0.05  # the smallest change (5%) the series calls real, however quiet the host
-
-
-def versus(a: float, b: float) -> str:
-    """How time ``a`` compares with time ``b``: '1.23x slower', '12x faster', whichever way it went."""
-    r = a / b if a > b else b / a
-    return (f"{r:.0f}x" if r >= 10 else f"{r:.2f}x") + (" slower" if a > b else " faster")
-
-
-def fmt(value, digits: int = 3, unit: str = "") -> str:
-    """A number for a table or a line of text, or ``n/a (CPU)`` where this machine cannot measure it."""
-    if value is None:
-        return "n/a (CPU)"
-    return f"{value:.{digits}f}" + (f" {unit}" if unit else "")
-
-
-def places_apart(value: float, edges, places: int = 2, most: int = 4) -> int:
-    """The decimal places to print ``value`` with: ``places``, or more (up to ``most``) where it would print as one of
-    ``edges`` (a bar, a threshold) that it does not equal: 1.197 must not read 1.20 beside a 20% bar."""
-    while places < most and any(value != e and f"{value:.{places}f}" == f"{e:.{places}f}" for e in edges):
-        places += 1
-    return places
 
 
 @dataclass
@@ -268,37 +249,3 @@ def read_trend(points: dict, floors: dict | None = None, unit: str = "x", along:
     return Trend("no consistent trend",
                  f"showed no consistent trend: {span}{between}, {' and '.join(reasons)}{held}",
                  change, v, every, flat, both_ways)
-
-
-def table_number(value) -> str:
-    """A number as a table shows it: counts without a decimal point (1,655), others to four significant
-    digits without exponents where that stays readable (186.6, 0.001819, 37.02), "-" for a missing one."""
-    if value is None or value != value:
-        return "-"
-    v = float(value)
-    if math.isinf(v):
-        return "inf" if v > 0 else "-inf"
-    if v == int(v) and abs(v) < 1e15:
-        return f"{int(v):,}"
-    if abs(v) >= 1e4:
-        return f"{v:,.0f}"
-    if abs(v) >= 1e-4:
-        digits = max(0, 3 - int(math.floor(math.log10(abs(v)))))
-        return f"{v:.{digits}f}"
-    return f"{v:.3g}"
-
-
-def count_label(n) -> str:
-    """A count in binary units, for ticks: 256, 1K, 16K, 4M (K = 1024, M = 1024**2)."""
-    n = int(n)
-    for unit, size in (("M", 2**20), ("K", 2**10)):
-        if n >= size and n % size == 0:
-            return f"{n // size}{unit}"
-    return str(n)
-
-
-def _bytes_label(n: float) -> str:
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= size:
-            return f"{n / size:,.0f} {unit}" if n / size >= 10 else f"{n / size:.1f} {unit}"
-    return f"{n:.0f} B"

@@ -3,6 +3,11 @@ as two lanes, what share of the span each is busy, and the figure that draws the
 one layer zoomed)."""
 from __future__ import annotations
 
+from slower_harness import env  # noqa: F401  (first: it picks matplotlib's backend)
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
 from slower_harness.display import save_figure
 
 HOST_LAUNCH_NAMES = ("cudaLaunchKernel", "cuLaunchKernel", "cudaGraphLaunch", "cuGraphLaunch")  # and their Ex forms
@@ -19,8 +24,6 @@ def timeline_from_trace(trace: dict):
     """The two lanes of a torch.profiler Chrome trace (``prof.export_chrome_trace``): every launch call on
     the host (CUDA runtime or driver: kernels, and graphs) and every kernel on the GPU, in µs from the first
     event. Returns a DataFrame: lane, name, start_us, dur_us, sorted by start."""
-    import pandas as pd
-
     rows = []
     for e in trace.get("traceEvents", []):
         if e.get("ph") != "X" or "ts" not in e:
@@ -61,8 +64,6 @@ def plot_timelines(timelines: dict, name: str | None = None, zoom: float = 1 / 2
     event is drawn at least one pixel wide, so 1,600 kernels of a few µs each show as 1,600 marks, not a few
     dozen. Right, a zoom on ``zoom`` of the step's GPU kernels (1/28: one of Qwen3-0.6B's 28 decoder layers),
     taken from the middle of the step, where each kernel and each gap can be told apart."""
-    import matplotlib.pyplot as plt
-
     if not 0 < zoom <= 1:
         raise ValueError(f"zoom must be a fraction of the step in (0, 1], got {zoom!r}")
     fig, axes = plt.subplots(len(timelines), 2, figsize=(13, 1.9 * len(timelines) + 0.9), squeeze=False,

@@ -39,7 +39,7 @@ def test_decode_configurations_generate_the_original_tokens(tiny):
     """tools/bench_decode.py: the graph decoders generate the original's tokens (eagerly stepped on a CPU)."""
     import bench_decode
 
-    every = {k: v for k, v in bench_decode.configs().items() if k != bench_decode.FAST}  # FAST: test_helpers
+    every = {k: v for k, v in bench_decode.configs().items() if k != bench_decode.FAST}  # FAST: harness/test_patching.py
     ids = helpers.make_prompt(5, vocab_size=tiny.config.vocab_size)
     generated = bench_decode.tokens(tiny, {helpers.ORIGINAL: {}, **every}, ids, 6)
     assert {bench_decode.ORIGINAL_GRAPH, bench_decode.FAST_GRAPH} <= set(generated)

@@ -71,7 +71,7 @@ def test_changed_cells_lose_their_stored_outputs():
     assert not combined.cells[2].outputs
 
 
-# --- Time first, profile after (helpers._host_clock_free) -----------------------------------------------
+# --- Time first, profile after (slower_harness.timing_order.host_clock_free) ----------------------------
 HOST_TIMINGS = re.compile(r"helpers\.(compare_configs|host_ms_per_call|host_us_alone|launch_prices|reproduce)\("
                           r"|clock=\"host\"")
 GPU_ONLY_PROFILE = "helpers.step_timeline("  # on a GPU only: the CPU run of a chapter never profiles with it

@@ -83,8 +83,9 @@ def main() -> int:
     print(desc)
     start = time.perf_counter()
     every = configs()
-    c = helpers.compare_configs(model, every, new_tokens=new_tokens, rounds=rounds, tokenizer=tokenizer,
-                                profile=args.profile)
+    c = helpers.compare_configs(model, every, new_tokens=new_tokens, rounds=rounds, tokenizer=tokenizer)
+    if args.profile:  # after the timed rounds
+        helpers.profile_configs(c, model)
     ids = helpers.make_prompt(c.prompt_len, tokenizer, model.config.vocab_size)
     generated = tokens(model, {helpers.ORIGINAL: {}, **every}, ids, new_tokens)
     seconds = time.perf_counter() - start

@@ -6,13 +6,13 @@
 Kineto, the engine under torch.profiler, leaves NVIDIA's CUPTI attached to the process after a profile
 (pytorch/pytorch#144455), and CUPTI's callbacks then add host time to every kernel launch. That is why the
 series times first and profiles after, and why ``helpers`` refuses a host-clock timing once a process has
-profiled (``helpers._host_clock_free``) and counts a call's kernels from a CUDA graph instead of a profile
+profiled (``slower_harness.timing_order.host_clock_free``) and counts a call's kernels from a CUDA graph instead of a profile
 (``helpers.launches_per_call``). This tool does, on purpose, what that check forbids, in its own process:
 
 1. it times the original against the all-projections swap in shuffled rounds (``compare_configs``): the
    tokens/s ratio, its A/A floor and the original's wall ms per decoded token;
-2. profiles a few calls and two decode generations, as a chapter's counting would (``_count_decode``, the
-   decode profile of ``compare_configs(profile=...)``), and checks that the counts repeat;
+2. profiles a few calls and two decode generations, as a chapter's counting would (``count_decode``, the
+   decode profile of ``profile_configs``), and checks that the counts repeat;
 3. forgets that it profiled (``helpers.PROFILED_BY``) and times the same comparison again.
 
 On the H200 the second comparison ran on a slower host: the original's wall ms per decoded token rose 16%
@@ -41,6 +41,8 @@ def main() -> int:
     import torch
 
     import helpers
+    from slower_harness.clocks import kernel_stats
+    from slower_harness.profiles import count_decode
 
     if not helpers.HAS_GPU:
         print("tools/profiler_aftereffect.py needs a CUDA GPU: CUPTI is NVIDIA's profiling interface", file=sys.stderr)
@@ -55,9 +57,9 @@ def main() -> int:
 
     before = timed()
     x = torch.randn(4096, device=helpers.DEVICE, dtype=helpers.DTYPE)
-    op_kernels = [helpers._kernel_stats(lambda: torch.add(x, x))[0] for _ in range(PROFILES)]
+    op_kernels = [kernel_stats(lambda: torch.add(x, x))[0] for _ in range(PROFILES)]
     ids = helpers.make_prompt(helpers.SIZES.prompt_len, tokenizer, model.config.vocab_size)
-    decode_kernels = [helpers._count_decode(model, ids, 4)[0] for _ in range(2)]
+    decode_kernels = [count_decode(model, ids, 4)[0] for _ in range(2)]
     helpers.PROFILED_BY.clear()  # on purpose: time after the profiles, which the series never does
     after = timed()
     for when, (ratio, floor, ms) in (("before", before), ("after", after)):

@@ -1,0 +1,66 @@
+"""slower_harness.decoders: how a configuration generates (``generate``, ``GraphDecoder``, ``decoder_for``)."""
+import pytest
+import torch
+
+from slower_harness import compare, decoders, env, patching
+from slower_harness.model import make_prompt
+
+
+def test_decoders_reject_what_they_cannot_do(tiny):
+    ids = make_prompt(4, vocab_size=tiny.config.vocab_size)
+    with pytest.raises(ValueError, match="decoder must be one of"):
+        decoders.decoder_for(tiny, ids, 3, "vllm")
+    with pytest.raises(ValueError, match="use_cache=False does not apply"):
+        decoders.decoder_for(tiny, ids, 3, "graph", use_cache=False)
+    with pytest.raises(ValueError, match=r"configs\['g'\]: decoder must be one of"):
+        compare.compare_configs(tiny, {"g": dict(decoder="graph", use_cache=False)}, rounds=1)
+    if not env.HAS_GPU:
+        with pytest.raises(ValueError, match="needs a GPU"):
+            decoders.decoder_for(tiny, ids, 3, "compiled")
+
+
+# --- The decode step without the host -----------------------------------------------------------
+def test_graph_decoder_generates_what_generate_does(tiny):
+    ids = make_prompt(5, vocab_size=tiny.config.vocab_size)
+    expected, _ = decoders.generate(tiny, ids, 6)
+    decoder = decoders.GraphDecoder(tiny, max_len=16)
+    assert decoder.graphed == env.HAS_GPU
+    for _ in range(2):  # the cache is reset between generations: the second is the same as the first
+        new, seconds = decoder.generate(ids, 6)
+        assert torch.equal(new, expected.cpu()) and seconds > 0
+    shorter, _ = decoder.generate(ids[:, :3], 4)  # another prompt length, the same captured step
+    assert torch.equal(shorter, decoders.generate(tiny, ids[:, :3], 4)[0].cpu())
+    kept = decoder.generate(ids, 6)[0]
+    decoder.generate(ids, 1)  # the next generation must not rewrite tokens already handed back
+    assert torch.equal(kept, expected.cpu())
+
+
+@pytest.mark.skipif(not env.HAS_GPU, reason="CUDA graphs need a GPU")
+def test_graph_replay_generates_what_the_eager_step_does(tiny):
+    ids = make_prompt(5, vocab_size=tiny.config.vocab_size)
+    eager = decoders.GraphDecoder(tiny, max_len=32, use_graph=False).generate(ids, 20)[0]
+    graphed = decoders.GraphDecoder(tiny, max_len=32, use_graph=True)
+    assert graphed.graphed and torch.equal(graphed.generate(ids, 20)[0], eager)
+
+
+@pytest.mark.skipif(not env.HAS_GPU, reason="CUDA graphs need a GPU")
+def test_the_fast_model_replayed_from_a_graph_generates_what_it_does_eagerly(tiny):
+    ids = make_prompt(5, vocab_size=tiny.config.vocab_size)
+    with patching.patched(tiny, **patching.ALL_FAST):  # one patch for both: a graph holds the fused weights
+        eager = decoders.GraphDecoder(tiny, max_len=32, use_graph=False).generate(ids, 20)[0]
+        graphed = decoders.GraphDecoder(tiny, max_len=32, use_graph=True)
+        assert graphed.graphed and torch.equal(graphed.generate(ids, 20)[0], eager)
+
+
+def test_graph_decoder_rejects_bad_input(tiny):
+    with pytest.raises(ValueError, match="max_len must be an int >= 2"):
+        decoders.GraphDecoder(tiny, max_len=1)
+    decoder = decoders.GraphDecoder(tiny, max_len=8, use_graph=False)
+    ids = make_prompt(5, vocab_size=tiny.config.vocab_size)
+    with pytest.raises(ValueError, match=r"new_tokens must be in \[1, max_len - prompt_len\] = \[1, 3\]"):
+        decoder.generate(ids, 4)
+    with pytest.raises(ValueError, match="batch size 1"):
+        decoder.generate(ids[0], 2)
+    if not env.HAS_GPU:
+        with pytest.raises(ValueError, match="use_graph=True needs a CUDA GPU"):
+            decoders.GraphDecoder(tiny, max_len=8, use_graph=True)

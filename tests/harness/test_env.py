@@ -1,0 +1,37 @@
+"""slower_harness.env: where this run happens (mode, device, the GPU's short name, where results go, versions)."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from slower_harness import env
+
+
+def test_importing_the_harness_in_quick_mode_without_a_gpu_fails(tmp_path):
+    """The real path: a GPU CI job whose GPU is missing must fail, not pass in CPU mode."""
+    environ = dict(os.environ, SLOWER_MODE="quick", CUDA_VISIBLE_DEVICES="")  # hide any GPU
+    done = subprocess.run([sys.executable, "-c", "import helpers"], cwd=env.ROOT, env=environ,  # as a chapter does
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0 and "SLOWER_MODE=quick asks for a GPU" in done.stderr, done.stderr[-2000:]
+
+
+def test_results_go_to_an_ignored_folder_unless_committing():
+    probe = env.ROOT / "runs" / env.SLUG / "results.csv"
+    ignored = subprocess.run(["git", "check-ignore", "-q", str(probe)], cwd=env.ROOT)
+    assert ignored.returncode == 0, f"{probe} is not ignored by git: a run would leave untracked files"
+
+
+@pytest.mark.parametrize("name, slug", [("Tesla T4", "t4"), ("NVIDIA H200", "h200"), ("NVIDIA A100-SXM4-80GB", "a100"),
+                                        ("NVIDIA H100 80GB HBM3", "h100"), ("NVIDIA L4", "l4"),
+                                        ("NVIDIA GeForce RTX 4090", "rtx4090"), ("cpu", "cpu")])
+def test_hardware_slug(name, slug):
+    assert env.hardware_slug(name) == slug
+
+
+def test_env_info_names_versions_and_mode():
+    info = env.env_info()
+    for key in ("gpu", "mode", "python", "torch", "triton", "transformers", "compute_capability", "memory_gib",
+                "pinned"):
+        assert key in info
+    assert info["mode"] == env.MODE
