@@ -4,8 +4,11 @@ every number. The process-wide side effects (Triton's interpreter in CPU mode, C
 backend outside a notebook) all happen in ``setup``, called once below, before anything imports Triton."""
 from __future__ import annotations
 
+import atexit
+import json
 import os
 import platform
+import resource
 import re
 import sys
 from pathlib import Path
@@ -19,12 +22,27 @@ MODE = resolve_mode(os.environ.get("SLOWER_MODE"), torch.cuda.is_available())
 HAS_GPU = MODE != "cpu"
 
 
+def peak_memory() -> dict:
+    """This process's peak memory so far, in bytes: what PyTorch's allocator reserved on the GPU (0 if CUDA was
+    never used; the CUDA context and Triton's own allocations come on top) and the host's resident set."""
+    gpu = torch.cuda.max_memory_reserved() if torch.cuda.is_available() and torch.cuda.is_initialized() else 0
+    return {"gpu_bytes": gpu, "host_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}  # Linux: KiB
+
+
+def _write_peak_memory(path: str) -> None:
+    Path(path).write_text(json.dumps(peak_memory()))
+
+
 def setup() -> set[int] | None:
     """The process-wide effects of choosing a mode, in one place: Triton's interpreter in CPU mode (before any
-    @triton.jit function is defined), CPU pinning (``SLOWER_PIN_CPUS``), and matplotlib's Agg backend outside
-    a notebook (scripts never open windows). Returns the pinned cores, or None."""
+    @triton.jit function is defined), CPU pinning (``SLOWER_PIN_CPUS``), matplotlib's Agg backend outside
+    a notebook (scripts never open windows), and, where ``SLOWER_PEAK_FILE`` names a file (``tools/run_series.py``
+    sets it for each chapter's kernel), this process's peak memory written there at exit. Returns the pinned
+    cores, or None."""
     if not HAS_GPU:
         os.environ.setdefault("TRITON_INTERPRET", "1")
+    if os.environ.get("SLOWER_PEAK_FILE"):
+        atexit.register(_write_peak_memory, os.environ["SLOWER_PEAK_FILE"])
     if "ipykernel" not in sys.modules:
         import matplotlib
 

@@ -97,3 +97,51 @@ def test_the_run_section_counts_the_reproduced_ratios_within_the_bar():
     assert len(rows) == len(make_readme._read(make_readme.REPRODUCED)) > 0
     within = sum(r["within 10%"] == "yes" for r in make_readme._read(make_readme.REPRODUCED).values())
     assert f"{within} of {len(rows)} came back within 10%" in text
+
+
+def test_the_learner_path_opens_its_chapter_in_jupyter(tmp_path):
+    """The README's learner path ends in `jupyter lab <chapter>`: that chapter exists, the path's virtual
+    environment is ignored by git, and where JupyterLab is installed a headless server started as the README says
+    serves the chapter."""
+    import importlib.util
+    import os
+    import re
+    import socket
+    import subprocess
+    import time
+    import urllib.request
+
+    import pytest
+
+    readme = (ROOT / "README.md").read_text()
+    venv = re.search(r"python3 -m venv (\S+)", readme)
+    command = re.search(r"jupyter lab (notebooks/\S+\.ipynb)", readme)
+    assert venv and command, "the README's learner path: a virtual environment, then `jupyter lab <chapter>`"
+    chapter = command.group(1)
+    assert (ROOT / chapter).is_file(), f"the README opens {chapter}, which does not exist"
+    assert subprocess.run(["git", "check-ignore", "-q", f"{venv.group(1)}/"], cwd=ROOT).returncode == 0, \
+        f"{venv.group(1)}/ (the README's virtual environment) is not ignored: git status would not stay clean"
+    if importlib.util.find_spec("jupyterlab") is None:
+        pytest.skip("JupyterLab is not installed here (the learner path installs it): the server is not started")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "jupyter", "lab", chapter, "--no-browser", f"--port={port}",
+                               "--ServerApp.ip=127.0.0.1", "--IdentityProvider.token=readme",
+                               f"--ServerApp.runtime_dir={tmp_path}"], cwd=ROOT, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, env=dict(os.environ, JUPYTER_CONFIG_DIR=str(tmp_path)))
+    try:
+        url = f"http://127.0.0.1:{port}/api/contents/{chapter}?content=1&token=readme"
+        for _ in range(120):
+            try:
+                with urllib.request.urlopen(url, timeout=5) as response:
+                    notebook = json.load(response)
+                break
+            except OSError:
+                time.sleep(0.5)
+        else:
+            pytest.fail(f"jupyter lab {chapter} did not serve the chapter within a minute")
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert notebook["type"] == "notebook" and notebook["content"]["cells"], notebook.get("name")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOWS = ROOT / ".github" / "workflows"
-CPU, GPU = WORKFLOWS / "ci.yml", WORKFLOWS / "gpu.yml"
+CPU, GPU, PAGES = WORKFLOWS / "ci.yml", WORKFLOWS / "gpu.yml", WORKFLOWS / "pages.yml"
 
 try:
     import yaml
@@ -36,7 +36,7 @@ def steps(path: Path) -> str:
 
 
 def test_workflows_pass_actionlint():
-    result = lint(CPU, GPU)
+    result = lint(CPU, GPU, PAGES)
     assert result.returncode == 0, f"actionlint found problems:\n{result.stdout}{result.stderr}"
 
 
@@ -62,3 +62,12 @@ def test_gpu_workflow_checks_the_gpu_runs_quick_mode_and_uploads_its_outputs():
     assert "SLOWER_MODE: quick" in text, "gpu.yml must run the test command with SLOWER_MODE=quick"
     assert "actions/upload-artifact@" in text and "notebooks/*.ipynb" in text and "runs/" in text, \
         "gpu.yml must upload the executed notebooks and runs/"
+
+
+def test_pages_workflow_builds_the_site_and_deploys_it_from_main():
+    text = steps(PAGES)
+    assert "run: python tools/build_site.py" in text, "pages.yml must build the site with tools/build_site.py"
+    assert "actions/upload-pages-artifact@" in text and "path: build/site" in text
+    assert "actions/deploy-pages@" in text
+    on = yaml.safe_load(PAGES.read_text())[True] if yaml else None  # PyYAML reads the key `on` as True
+    assert on is None or on["push"]["branches"] == ["main"], "pages.yml deploys from main only"

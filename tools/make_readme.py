@@ -71,18 +71,26 @@ def chapters_table() -> str:
     factor = None
     if "full.tps_original" in h200 and blog.get("full.tps_original", {}).get("blog_value"):
         factor = float(h200["full.tps_original"]["value"]) / float(blog["full.tps_original"]["blog_value"])
-    lines = ["| chapter | what it shows | open | H200 (measured) | CPU mode (measured) | T4 (estimate) |",
-             "|---|---|---|---|---|---|"]
+    has_memory = any(rid.endswith("_gib") for rid in h200)  # a run that recorded each chapter's peak memory
+    lines = ["| chapter | what it shows | open | H200 (measured) | CPU mode (measured) | T4 (estimate) |"
+             + (" peak memory, H200: GPU / host |" if has_memory else ""),
+             "|---|---|---|---|---|---|" + ("---|" if has_memory else "")]
     for name, what in CHAPTERS.items():
         key = f"runtime.{name}_s"
         t_h200 = float(h200[key]["value"]) if key in h200 else None
         t_cpu = float(cpu[key]["value"]) if key in cpu else None
         t_t4 = t_h200 * factor if (t_h200 and factor) else None
         cell = lambda t: f"{t / 60:.1f} min" if t else "-"  # noqa: E731
+        gib = [h200.get(f"runtime.{name}_{where}_gib", {}).get("value") for where in ("gpu", "host")]
+        memory = " / ".join(f"{float(g):.1f} GiB" for g in gib) if all(gib) else "-"
         lines.append(f"| [{name}](notebooks/{name}.ipynb) | {what} | {colab_setup.badge(name)} | "
-                     f"{cell(t_h200)} | {cell(t_cpu)} | {cell(t_t4)} |")
+                     f"{cell(t_h200)} | {cell(t_cpu)} | {cell(t_t4)} |" + (f" {memory} |" if has_memory else ""))
     note = ("T4 estimate = H200 time x (H200 / blog's T4 tokens/s of the original model"
             + (f", {factor:.1f}x" if factor else "") + "): a rough guide, not a measurement.")
+    if has_memory:
+        note += (" Peak memory: what PyTorch's allocator reserved on the GPU (the CUDA context, about half a GiB, comes "
+                 "on top) and the chapter's host process; a T4 has 15 GB, Colab's free runtime about 12 GB of host "
+                 "memory.")
     return "\n".join(lines) + "\n\n" + note
 
 
@@ -125,7 +133,8 @@ def _sizes(h200: dict) -> tuple[int, int] | None:
 def run_section() -> str:
     """When the committed run ran, how long each chapter took, and what its re-measurement brought back."""
     h200 = _read(H200)
-    runs = sorted((row for rid, row in h200.items() if rid.startswith("runtime.")), key=lambda row: row["time"])
+    runs = sorted((row for rid, row in h200.items() if rid.startswith("runtime.") and rid.endswith("_s")),
+                  key=lambda row: row["time"])
     if not runs:
         return "_No H200 run is committed yet._"
     ends = [datetime.fromisoformat(row["time"]) for row in runs]

@@ -19,9 +19,11 @@ figures and results under figures/ (as the committed H200 run was made), --write
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
+import tempfile
 import sys
 import time
 from pathlib import Path
@@ -77,20 +79,29 @@ def main() -> int:
     if args.write_outputs:  # a stored notebook keeps a progress widget's first state ("0%"), not its last
         env["TQDM_DISABLE"] = "1"
     bar = tqdm(chapters, desc="series", unit="chapter")
+    peaks = tempfile.TemporaryDirectory()
     for nb in bar:
         bar.set_postfix_str(nb.stem)
         if not args.write_outputs:  # a copy, executed in place of the tracked notebook (it finds the repository
             shutil.copyfile(nb, executed / nb.name)  # by walking up from its folder, as every chapter does)
         cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbmake",
                f"--nbmake-timeout={args.cell_timeout}", "--overwrite", str((executed / nb.name).relative_to(ROOT))]
+        peak = Path(peaks.name) / f"{nb.stem}.json"  # the chapter's kernel writes its peak memory here at exit
         start = time.perf_counter()
-        done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+        done = subprocess.run(cmd, cwd=ROOT, env=dict(env, SLOWER_PEAK_FILE=str(peak)), capture_output=True, text=True)
         seconds = time.perf_counter() - start
         if done.returncode != 0:
             bar.close()
             print(f"\nFAILED: {nb.stem} after {seconds:.0f} s\n{done.stdout[-6000:]}\n{done.stderr[-2000:]}")
             return 1
         helpers.record(f"runtime.{nb.stem}_s", seconds, "s", note=f"{helpers.MODE} mode, nbmake")
+        if peak.exists():  # written by the chapter's kernel as it shut down
+            memory = json.loads(peak.read_text())
+            if helpers.HAS_GPU:
+                helpers.record(f"runtime.{nb.stem}_gpu_gib", memory["gpu_bytes"] / 2**30, "GiB",
+                               note="peak reserved by PyTorch's allocator (the CUDA context comes on top)")
+            helpers.record(f"runtime.{nb.stem}_host_gib", memory["host_bytes"] / 2**30, "GiB",
+                           note="peak resident set of the chapter's kernel process")
         tqdm.write(f"{nb.stem}: {seconds:.0f} s")
     bar.close()
     runtimes = helpers.results()

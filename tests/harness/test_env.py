@@ -1,7 +1,9 @@
 """slower_harness.env: where this run happens (mode, device, the GPU's short name, where results go, versions)."""
 import os
 import subprocess
+import json
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -35,3 +37,14 @@ def test_env_info_names_versions_and_mode():
                 "pinned"):
         assert key in info
     assert info["mode"] == env.MODE
+
+
+def test_a_process_told_where_writes_its_peak_memory_at_exit(tmp_path):
+    """tools/run_series.py sets SLOWER_PEAK_FILE for each chapter's kernel: the process writes its peak memory there
+    as it exits (host: its resident set, which the 64 MiB it allocated must show)."""
+    peak = tmp_path / "peak.json"
+    code = "import slower_harness.env; x = bytearray(64 * 2**20); x[::4096] = b'x' * len(x[::4096])"
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[2],
+                   env=dict(os.environ, SLOWER_MODE="cpu", SLOWER_PEAK_FILE=str(peak)))
+    memory = json.loads(peak.read_text())
+    assert memory["gpu_bytes"] == 0 and memory["host_bytes"] > 64 * 2**20
