@@ -444,6 +444,12 @@ for v, name, label in (("eager", "torch", "Qwen3RMSNorm"), ("two-pass", "two_pas
 # numerous. `F.rms_norm`, one launch through PyTorch's C++ dispatcher, cost 17.0 µs, least of all: a sign of
 # how much of our price is Python.
 #
+# On the committed H200 run these are dearer than the sweep's single readings at one row (two-pass 52.67 µs,
+# the eager chain's dashed line about 67 µs), though both time the same loop: 200 back-to-back calls between
+# two synchronisations, median of five. Here, later in the run, every version read about 1.6 to 1.7 times
+# dearer, and this run cannot say why. The prediction below uses these rounds, which time the four versions
+# interleaved; the sweep's readings give almost the same difference, about -14 µs.
+#
 # ## All the RMSNorms, in the model
 #
 # Now the experiment that matters: `helpers.patched` swaps all of the model's RMSNorms (113 in Qwen3-0.6B,
@@ -522,11 +528,10 @@ helpers.record("rmsnorm.launches_per_token_custom", after.launches, "launches",
 #
 # On the committed H200 run the original generated at a median of 36.48 tokens/s and the swapped model at
 # 35.37; round by round, the swapped model's time was 1.093x the original's (quartiles 0.998-1.186), against an
-# A/A floor of 1.016 whose own quartiles spanned 0.917-1.100: within noise. The median points to a slowdown of
-# about 9%, but this run was too noisy to call it. **The prediction missed**: the predicted ratio, about 0.94,
-# lies below every quartile of the measured rounds. The profile table shows by how much: 28.37 wall ms per
-# token measured against 24.66 predicted, about 33 µs per call that a two-pass call cost the host inside
-# `generate()` beyond its price called back to back.
+# A/A floor of 1.016 whose own quartiles spanned 0.917-1.100: within noise. **The prediction missed**: the
+# predicted ratio, about 0.94, lies below every quartile of the measured rounds. The profile table shows by how
+# much: 28.37 wall ms per token measured against 24.66 predicted, about 33 µs per call that a two-pass call cost
+# the host inside `generate()` beyond its price called back to back.
 #
 # The profiler shows what did change. On the committed H200 run the kernels per decoded token fell from 1,655
 # to 977 (113 x (2 - 8) = -678), 226 of them ours, and the GPU-busy time per token from 3.406 to 2.422 ms. The
@@ -534,9 +539,8 @@ helpers.record("rmsnorm.launches_per_token_custom", after.launches, "launches",
 # the pace, and by this profile a two-pass call cost the host more than an eager call inside the model, not
 # less. Every greedy token matched.
 #
-# On your run, read the profile table's two wall-time columns the same way. On the H200 the effect stayed
-# within noise, where the blog's T4 lost a quarter of its tokens/s (23.38 to 17.80). The likely reason is the
-# reference again: the blog's "PyTorch" was
+# On the H200 the effect stayed within noise, where the blog's T4 lost a quarter of its tokens/s (23.38 to
+# 17.80). The likely reason is the reference again: the blog's "PyTorch" was
 # probably not the eight-kernel chain, since even its fused kernel came out slightly slower than it, which ours
 # never does against the chain; and a T4 with its host prices launches differently from an H200.
 # [Chapter 8](08_lessons.ipynb) sets every swap beside the blog's and prices each one module by module.
