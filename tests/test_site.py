@@ -58,7 +58,7 @@ def test_the_site_has_every_page_and_its_math_needs_no_network(site):
 def test_a_link_that_does_not_resolve_fails_the_build(tmp_path, monkeypatch):
     """Warnings are errors: a chapter linking to a heading that no longer exists stops the build."""
     copy = tmp_path / "repo"  # what the site reads: its configuration, the pages, the chapters
-    shutil.copytree(ROOT / "site", copy / "site", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "website", copy / "website", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(ROOT / "notebooks", copy / "notebooks", ignore=shutil.ignore_patterns("*.py", ".*"))
     shutil.copytree(ROOT / "figures", copy / "figures")
     for page in ROOT.glob("*.md"):

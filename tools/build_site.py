@@ -3,7 +3,7 @@
     python tools/build_site.py            # into build/site/ (ignored by git); open build/site/index.html
     python tools/build_site.py --out DIR  # somewhere else
 
-Sphinx with MyST-NB and the book theme (``site/conf.py``; install them with ``pip install -r
+Sphinx with MyST-NB and the book theme (``website/conf.py``; install them with ``pip install -r
 requirements-site.txt``): the README as the front page, the nine chapters with their outputs and a Colab button,
 METHODS, RESULTS and DEVELOPING, search, and math rendered by a MathJax the site serves itself, so that it reads
 with no network. Warnings are errors: a link between chapters that does not resolve fails the build.
@@ -24,7 +24,7 @@ def build(out: Path = SITE, quiet: bool = True) -> Path:
     """Build the site into ``out`` (its doctrees beside it) and return ``out``; raises CalledProcessError on a
     warning. ``index.html`` is the front page (Sphinx names it after the README)."""
     out = Path(out)
-    command = [sys.executable, "-m", "sphinx", "-b", "html", "-W", "--keep-going", "-c", str(ROOT / "site"),
+    command = [sys.executable, "-m", "sphinx", "-b", "html", "-W", "--keep-going", "-c", str(ROOT / "website"),
                "-d", str(out.with_name(out.name + "-doctrees")), str(ROOT), str(out)]
     subprocess.run(command + (["-q"] if quiet else []), check=True)
     shutil.copyfile(out / "README.html", out / "index.html")
