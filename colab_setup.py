@@ -26,6 +26,7 @@ NEVER_INSTALL = {"torch", "triton"}  # Colab ships matched builds; reinstalling 
 INTERPRETER_ONLY_CAPS = {"numpy"}
 
 SETUP_CELL = f'''\
+#@title Setup (run it first) {{ display-mode: "form" }}
 # Setup: find the repository (or fetch it on a fresh Colab runtime), install what is missing.
 # Written by tools/sync_notebooks.py from colab_setup.py: edit it there, not here.
 import os, pathlib, subprocess, sys

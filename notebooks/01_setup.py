@@ -95,7 +95,8 @@
 #
 # METHODS.md at the repository root has the details.
 
-# %%
+# %% tags=["hide-input"]
+#@title Setup (run it first) { display-mode: "form" }
 # Setup: find the repository (or fetch it on a fresh Colab runtime), install what is missing.
 # Written by tools/sync_notebooks.py from colab_setup.py: edit it there, not here.
 import os, pathlib, subprocess, sys

@@ -87,7 +87,8 @@
 # differently: PyTorch's chain goes through its C++ dispatcher eight times, our kernels through a Python
 # launcher that checks its inputs and allocates its output before launching.
 
-# %%
+# %% tags=["hide-input"]
+#@title Setup (run it first) { display-mode: "form" }
 # Setup: find the repository (or fetch it on a fresh Colab runtime), install what is missing.
 # Written by tools/sync_notebooks.py from colab_setup.py: edit it there, not here.
 import os, pathlib, subprocess, sys

@@ -77,7 +77,8 @@
 # itself; and fewer programs mean fewer SMs pulling the weight, each pulling more per step. Where the weight sits
 # sets the length of a trip: the L2 cache (on-chip, tens of MB) answers faster than HBM, the GPU's main memory.
 
-# %%
+# %% tags=["hide-input"]
+#@title Setup (run it first) { display-mode: "form" }
 # Setup: find the repository (or fetch it on a fresh Colab runtime), install what is missing.
 # Written by tools/sync_notebooks.py from colab_setup.py: edit it there, not here.
 import os, pathlib, subprocess, sys

@@ -73,7 +73,8 @@
 # floating-point operations per query head: two to four per number read, far less than a GPU can do while it
 # reads a number. The table has both, and the time the bytes take at each GPU's nominal bandwidth: a few
 # microseconds on a T4, under half a microsecond on an H200. (CPU mode shrinks both shapes.)
-# %%
+# %% tags=["hide-input"]
+#@title Setup (run it first) { display-mode: "form" }
 # Setup: find the repository (or fetch it on a fresh Colab runtime), install what is missing.
 # Written by tools/sync_notebooks.py from colab_setup.py: edit it there, not here.
 import os, pathlib, subprocess, sys

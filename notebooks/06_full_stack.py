@@ -76,7 +76,8 @@
 # bytes divided by the memory bandwidth is the least time a token can take ([chapter 1](01_setup.ipynb)
 # introduced it; `helpers.bandwidth` computes it).
 
-# %%
+# %% tags=["hide-input"]
+#@title Setup (run it first) { display-mode: "form" }
 # Setup: find the repository (or fetch it on a fresh Colab runtime), install what is missing.
 # Written by tools/sync_notebooks.py from colab_setup.py: edit it there, not here.
 import os, pathlib, subprocess, sys

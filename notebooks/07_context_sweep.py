@@ -42,7 +42,8 @@
 # attention costs more as the context grows, while the custom model is held back by its kernel launches
 # whatever the context.
 
-# %%
+# %% tags=["hide-input"]
+#@title Setup (run it first) { display-mode: "form" }
 # Setup: find the repository (or fetch it on a fresh Colab runtime), install what is missing.
 # Written by tools/sync_notebooks.py from colab_setup.py: edit it there, not here.
 import os, pathlib, subprocess, sys

@@ -55,7 +55,8 @@
 # the work, the memory layout, the number of launches and how much each program does. The blog does not say how
 # it timed its kernels.
 
-# %%
+# %% tags=["hide-input"]
+#@title Setup (run it first) { display-mode: "form" }
 # Setup: find the repository (or fetch it on a fresh Colab runtime), install what is missing.
 # Written by tools/sync_notebooks.py from colab_setup.py: edit it there, not here.
 import os, pathlib, subprocess, sys

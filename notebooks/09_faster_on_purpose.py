@@ -94,7 +94,8 @@
 #    for the host. A graph records the kernels *and the addresses* they touch, so the KV cache cannot grow
 #    (growing moves it): the graph decoder allocates a static cache, as long as the whole generation, once.
 
-# %%
+# %% tags=["hide-input"]
+#@title Setup (run it first) { display-mode: "form" }
 # Setup: find the repository (or fetch it on a fresh Colab runtime), install what is missing.
 # Written by tools/sync_notebooks.py from colab_setup.py: edit it there, not here.
 import os, pathlib, subprocess, sys

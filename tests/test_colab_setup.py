@@ -94,3 +94,16 @@ def test_requirements_txt_is_satisfied_here():
     import torch
 
     assert colab_setup.missing_requirements(gpu=torch.cuda.is_available()) == []  # as prepare() asks
+
+
+def test_the_setup_cell_is_folded_in_colab_and_on_the_site():
+    """Plumbing out of the reader's way: Colab shows the setup cell as a form (its #@title line, code hidden), and
+    the site folds its code (the cell's hide-input tag, which MyST-NB reads)."""
+    import json
+
+    assert colab_setup.SETUP_CELL.startswith("#@title ") and 'display-mode: "form"' in colab_setup.SETUP_CELL.split("\n")[0]
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        cells = [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
+        setup = [c for c in cells if "".join(c["source"]) == colab_setup.SETUP_CELL.rstrip("\n")]
+        assert len(setup) == 1, f"{path.name}: its setup cell is not the current one (python tools/sync_notebooks.py)"
+        assert "hide-input" in setup[0]["metadata"].get("tags", []), f"{path.name}: the setup cell is not folded"

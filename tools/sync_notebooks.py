@@ -25,6 +25,9 @@ SETUP_MARK = "colab_setup.prepare()"
 CELL = re.compile(r"^# %%.*$", re.M)
 
 
+SETUP_HEADER = '# %% tags=["hide-input"]\n'  # the setup cell's jupytext header: MyST-NB folds its code
+
+
 def notebook_sources() -> list[Path]:
     return sorted(NOTEBOOKS.glob("[0-9][0-9]_*.py"))
 
@@ -37,8 +40,8 @@ def synced_source(path: Path) -> str:
     starts = [m.start() for m in CELL.finditer(text)] + [len(text)]
     for a, b in zip(starts, starts[1:]):
         if SETUP_MARK in text[a:b]:
-            header = text[a:text.index("\n", a) + 1]
-            return text[:a] + header + colab_setup.SETUP_CELL + "\n\n" + text[b:].lstrip("\n")
+            # folded where a reader meets it: a Colab form (its #@title line) and, on the site, a hidden input
+            return text[:a] + SETUP_HEADER + colab_setup.SETUP_CELL + "\n\n" + text[b:].lstrip("\n")
     raise SystemExit(f"{path.name}: no setup cell (a code cell calling {SETUP_MARK})")
 
 
