@@ -51,7 +51,7 @@ from slower_harness.clocks import (  # noqa: F401
 
 # The model, its prompt, and how it generates (model.py, decoders.py).
 from slower_harness.model import PROMPT_TEXT, load_model, make_prompt, module_census, random_qwen3  # noqa: F401
-from slower_harness.decoders import DECODERS, GraphDecoder, decoder_for, generate  # noqa: F401
+from slower_harness.decoders import DECODERS, GraphDecoder, OwnCacheDecoder, decoder_for, generate  # noqa: F401
 
 # Our kernels in the model, and the configurations the chapters compare (patching.py).
 from slower_harness.patching import (  # noqa: F401

@@ -1,13 +1,16 @@
 """How a configuration generates, greedily: transformers' eager ``generate()``, our ``GraphDecoder`` (a static KV cache
-and one CUDA-graph replay per decoded token), or transformers' compiled path (``decoder_for``)."""
+and one CUDA-graph replay per decoded token), ``OwnCacheDecoder`` (the same graph over our own KV cache and decode
+step), or transformers' compiled path (``decoder_for``)."""
 from __future__ import annotations
+
+from slower_harness import env  # first: it settles TRITON_INTERPRET before Triton loads
 
 import time
 
 import torch
 from transformers import GenerationConfig, StaticCache
 
-from slower_harness import env
+import slower_kernels
 from slower_harness.clocks import no_gc, sync
 
 
@@ -32,7 +35,7 @@ def generate(model, ids: torch.Tensor, new_tokens: int, use_cache: bool = True,
     return new, seconds
 
 
-DECODERS = ("generate", "graph", "compiled")  # how a configuration generates (compare_configs' ``decoder`` key)
+DECODERS = ("generate", "graph", "compiled", "own")  # how a configuration generates (compare_configs' ``decoder`` key)
 
 
 def check_decoder(decoder: str, use_cache: bool = True) -> None:
@@ -48,13 +51,16 @@ def check_decoder(decoder: str, use_cache: bool = True) -> None:
 def decoder_for(model, ids: torch.Tensor, new_tokens: int, decoder: str = "generate", use_cache: bool = True):
     """A function ``run(n) -> (new ids, seconds)`` generating greedily with ``decoder`` (``DECODERS``):
     "generate" (transformers' eager ``generate()``, what every chapter times), "graph" (``GraphDecoder``:
-    a static cache and one CUDA-graph replay per decoded token; eager in CPU mode) or "compiled"
-    (transformers' ``generate(cache_implementation="static")``, compiled; GPU only). ``new_tokens``: the
+    a static cache and one CUDA-graph replay per decoded token; eager in CPU mode), "own" (``OwnCacheDecoder``:
+    the fast model's layers over our own KV cache, one CUDA-graph replay per token; it brings its own kernels, so
+    ``patched`` does not change it) or "compiled" (transformers' ``generate(cache_implementation="static")``,
+    compiled; GPU only). ``new_tokens``: the
     most ``run`` will be asked for. Build it inside the ``patched`` block it runs in: a captured graph
     holds the weights it was captured with."""
     check_decoder(decoder, use_cache)
-    if decoder == "graph":
-        graph = GraphDecoder(model, ids.shape[1] + max(new_tokens, 4))  # capture writes 3 steps past the prompt
+    if decoder in ("graph", "own"):
+        kind = GraphDecoder if decoder == "graph" else OwnCacheDecoder
+        graph = kind(model, ids.shape[1] + max(new_tokens, 4))  # capture writes 3 steps past the prompt
         return lambda n: graph.generate(ids, n)
     if decoder == "compiled":
         return lambda n: generate(model, ids, n, cache_implementation="static")
@@ -85,12 +91,16 @@ class GraphDecoder:
         self.graphed = env.HAS_GPU if use_graph is None else bool(use_graph)
         if self.graphed and not env.HAS_GPU:
             raise ValueError("use_graph=True needs a CUDA GPU; CPU mode runs the decode step eagerly")
-        device = next(model.parameters()).device
-        self.cache = StaticCache(config=model.config, max_cache_len=max_len)
+        self.graph = None
+        self._build()
+
+    def _build(self) -> None:
+        """The state the step reads and writes: the static cache, the token, its position, the output."""
+        device = next(self.model.parameters()).device
+        self.cache = StaticCache(config=self.model.config, max_cache_len=self.max_len)
         self.token = torch.zeros(1, 1, dtype=torch.long, device=device)     # the token the step reads
         self.position = torch.zeros(1, 1, dtype=torch.long, device=device)  # its position in the sequence
-        self.out = torch.zeros(max_len, dtype=torch.long, device=device)    # every generated token, by position
-        self.graph = None
+        self.out = torch.zeros(self.max_len, dtype=torch.long, device=device)  # every generated token, by position
 
     def _step(self) -> None:
         """One decode step, entirely on the device: forward, argmax, store, advance."""
@@ -148,3 +158,20 @@ class GraphDecoder:
             new = self.out[p:p + new_tokens].to("cpu", copy=True)  # read back; a copy: .cpu() aliases on a CPU
             seconds = time.perf_counter() - start
         return new, seconds
+
+
+class OwnCacheDecoder(GraphDecoder):
+    """``GraphDecoder``'s greedy generation (one decode step captured in a CUDA graph, replayed per token; eager
+    without a GPU) over ``slower_kernels.OwnCacheModel``: the fast layers, our own KV cache and a decode step of
+    our own instead of transformers' ``StaticCache`` and model forward. It reads the model's weights as they are
+    when it is built and does not modify the model."""
+
+    def _build(self) -> None:
+        self.own = slower_kernels.OwnCacheModel(self.model, self.max_len)  # its own cache, position and output
+        self.out = self.own.out
+
+    def _step(self) -> None:
+        self.own.step()
+
+    def _prefill(self, ids: torch.Tensor) -> None:
+        self.own.prefill(ids)

@@ -12,6 +12,9 @@ Configurations (greedy, batch size 1, the chapters' prompt):
                         (``helpers.GraphDecoder``): the host's launches gone, the ~1,650 kernels kept
   fast, eager           ``patched(model, **helpers.ALL_FAST)``: fewer, fused kernels, launched from Python
   fast, CUDA graph      both: fused kernels in one graph launch per token
+  fast, own KV cache, CUDA graph
+                        the fast layers over our own KV cache and decode step (``helpers.OwnCacheDecoder``):
+                        no transformers cache or model forward in the graph
   transformers compiled ``generate(cache_implementation="static")``: transformers compiles the forward
                         (torch.compile, CUDA graphs); its first call compiles (tens of seconds, untimed)
 
@@ -20,7 +23,10 @@ fixed seed, each an N-token and a 1-token generation back to back, so decode tok
 out (``Comparison.wall_ms_per_token``), and each time is divided by the original's of the same round (the
 host's drift cancels in a ratio). The clock is the host's wall clock, synchronised: what a user waits
 for. A graph configuration builds its static cache and captures its step in every run, before the timed
-part (``helpers.decoder_for``). With ``--profile``, CUDA kernels and GPU-busy ms per decoded token too.
+part (``helpers.decoder_for``). Each row also gives the fraction of the weight-read floor its decode reaches
+(the model's bytes over the GPU's nominal bandwidth, against its wall ms per token) and, on its own, its prefill
+(the median wall ms of the 1-token generations). With ``--profile``, CUDA kernels and GPU-busy ms per decoded
+token too.
 Greedy tokens of every configuration are compared with the original's; random weights (no hub) make
 near-ties likely, so a few differing tokens late in a run are fp16 rounding, not a bug (the tests check
 the graph against the eager step exactly). In CPU mode the graph configurations run their step eagerly
@@ -37,8 +43,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-ORIGINAL_GRAPH, FAST, FAST_GRAPH, COMPILED = ("original, CUDA graph", "fast, eager", "fast, CUDA graph",
-                                              "transformers compiled")
+ORIGINAL_GRAPH, FAST, FAST_GRAPH, OWN_GRAPH, COMPILED = (
+    "original, CUDA graph", "fast, eager", "fast, CUDA graph", "fast, own KV cache, CUDA graph", "transformers compiled")
 
 
 def configs() -> dict:
@@ -46,7 +52,7 @@ def configs() -> dict:
     import helpers
 
     out = {ORIGINAL_GRAPH: dict(decoder="graph"), FAST: dict(helpers.ALL_FAST),
-           FAST_GRAPH: dict(helpers.ALL_FAST, decoder="graph")}
+           FAST_GRAPH: dict(helpers.ALL_FAST, decoder="graph"), OWN_GRAPH: dict(decoder="own")}
     if helpers.HAS_GPU:
         out[COMPILED] = dict(decoder="compiled")
     return out
@@ -98,7 +104,9 @@ def main() -> int:
                "speed-up over the original (whole generation)": 1 / r.median if r else 1.0,
                "quartiles": f"{1 / r.high:.2f}-{1 / r.low:.2f}" if r else "-",
                "verdict (time)": c.verdict(name).text if r else "reference",
-               f"first tokens equal to the original's (of {new_tokens})": same}
+               f"first tokens equal to the original's (of {new_tokens})": same,
+               "fraction of the weight-read floor": helpers.bandwidth(model, 1e3 / wall)["floor_fraction"],
+               "prefill wall ms": c.prefill_ms(name)}
         if name in c.counts:
             p = c.profile(name)
             row["kernels per token"], row["GPU-busy ms per token"] = p.launches, p.gpu_busy_ms_per_token

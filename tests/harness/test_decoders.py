@@ -64,3 +64,38 @@ def test_graph_decoder_rejects_bad_input(tiny):
     if not env.HAS_GPU:
         with pytest.raises(ValueError, match="use_graph=True needs a CUDA GPU"):
             decoders.GraphDecoder(tiny, max_len=8, use_graph=True)
+
+
+def test_our_own_kv_cache_decodes_the_originals_greedy_tokens(tiny32):
+    """The decode step of our own (the fast layers over our own KV cache, position and argmax on the device),
+    eager and, on a GPU, replayed from a CUDA graph, generates the original's greedy tokens in fp32 up to its first
+    near-tie, and leaves the model as it was."""
+    from transformers import GenerationConfig
+
+    prompt, n = make_prompt(7, vocab_size=tiny32.config.vocab_size), 8
+    config = GenerationConfig(max_new_tokens=n, min_new_tokens=n, do_sample=False, output_scores=True,
+                              return_dict_in_generate=True, pad_token_id=0)
+    with torch.inference_mode():
+        ref = tiny32.generate(prompt, attention_mask=torch.ones_like(prompt), generation_config=config)
+    expected = ref.sequences[0, prompt.shape[1]:].cpu().tolist()
+    top2 = torch.stack(ref.scores).float().topk(2, dim=-1).values[:, 0]
+    clear = next((i for i, gap in enumerate((top2[:, 0] - top2[:, 1]).tolist()) if gap <= 5e-2), n)
+    assert clear >= 4 and len(set(expected)) > n // 2, "the reference is no test of the decode steps"
+    modules = [type(m).__name__ for m in tiny32.modules()]
+    for graphed in [False] + [True] * env.HAS_GPU:
+        decoder = decoders.OwnCacheDecoder(tiny32, max_len=16, use_graph=graphed)
+        got = decoder.generate(prompt, n)[0].cpu().tolist()
+        assert got[:clear] == expected[:clear], f"graphed={graphed}"
+        again = decoder.generate(prompt, 5)[0].cpu().tolist()  # a second generation restarts from the prompt
+        assert again[:min(clear, 5)] == expected[:min(clear, 5)]
+    assert [type(m).__name__ for m in tiny32.modules()] == modules
+
+
+def test_our_own_kv_cache_refuses_what_does_not_fit(tiny):
+    ids = make_prompt(5, vocab_size=tiny.config.vocab_size)
+    with pytest.raises(ValueError, match="max_len must be an int >= 2"):
+        decoders.OwnCacheDecoder(tiny, max_len=1)
+    with pytest.raises(ValueError, match=r"new_tokens must be in \[1, max_len - prompt_len\] = \[1, 3\]"):
+        decoders.OwnCacheDecoder(tiny, max_len=8, use_graph=False).generate(ids, 4)
+    with pytest.raises(ValueError, match="batch size 1"):
+        decoders.OwnCacheDecoder(tiny, max_len=8, use_graph=False).own.prefill(ids[0])
