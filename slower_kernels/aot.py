@@ -53,6 +53,7 @@ from .fused import (
     swiglu_kernel,
     swiglu_num_warps,
 )
+from .decoder import rmsnorm_rope_cache_kernel
 from .gemv import gemv_config, gemv_kernel
 from .matmul import matmul_kernel
 from .rmsnorm import rmsnorm_fused_kernel, rmsnorm_inv_rms_kernel, rmsnorm_scale_kernel
@@ -125,6 +126,10 @@ _ARG_TYPES = {
     rope_kernel: dict(q_ptr="*T", k_ptr="*T", cos_ptr="*T", sin_ptr="*T", q_out_ptr="*T", k_out_ptr="*T", **_ROPE),
     rmsnorm_rope_kernel: dict(q_ptr="*T", k_ptr="*T", q_w_ptr="*T", k_w_ptr="*T", cos_ptr="*T", sin_ptr="*T",
                               q_out_ptr="*T", k_out_ptr="*T", **_ROPE, eps="fp32"),
+    rmsnorm_rope_cache_kernel: dict(q_ptr="*T", k_ptr="*T", v_ptr="*T", q_w_ptr="*T", k_w_ptr="*T", cos_ptr="*T",
+                                    sin_ptr="*T", q_out_ptr="*T", k_cache_ptr="*T", v_cache_ptr="*T", pos_ptr="*i64",
+                                    n_q_heads="i32", max_len="i32", half_dim="i32", stride_qs="i32", stride_qh="i32",
+                                    stride_ks="i32", stride_kh="i32", stride_vs="i32", stride_vh="i32", eps="fp32"),
 }  # fmt: skip
 
 
@@ -168,7 +173,7 @@ def compile_specs(dtype: str = "fp16") -> list[CompileSpec]:
                            num_warps=row_num_warps(block)))
     for head_dim in (16, 64, 128, 256):
         block = row_block_size(head_dim // 2)
-        for kernel in (rope_kernel, rmsnorm_rope_kernel):
+        for kernel in (rope_kernel, rmsnorm_rope_kernel, rmsnorm_rope_cache_kernel):
             specs.append(_spec(kernel, f"BLOCK_HALF={block}", dtype, dict(BLOCK_HALF=block),
                                num_warps=rope_num_warps(block)))
     for tile in TILE_CONFIGS.values():

@@ -9,33 +9,106 @@ the host, so one step can be captured in a CUDA graph and replayed once per toke
 """
 
 import torch
+import triton
+import triton.language as tl
 from torch import nn
 from torch.nn import functional as F
 
 from .fast_attention import decode_attention, prefill_attention
+from .fused import add_rmsnorm, rope_num_warps
 from .gemv import GemvLinear
+from .launches import record
 from .modules import FastDecoderLayer
 from .rmsnorm import rmsnorm_fused
 
 
-class OwnKVCache:
-    """Keys and values of every layer, [layers, 1, Hkv, max_len, D] each, written at ``positions`` (a device
-    tensor set by the caller before each forward). ``update`` has transformers' signature, so the fast layers
-    write through it as they write through a transformers cache."""
+@triton.jit
+def rmsnorm_rope_cache_kernel(
+    q_ptr,  # q [S, Hq, D] of one sequence (a view of the fused q/k/v projection), last dim contiguous
+    k_ptr,  # k [S, Hkv, D], the same
+    v_ptr,  # v [S, Hkv, D], the same
+    q_w_ptr,  # q_norm weight [D]
+    k_w_ptr,  # k_norm weight [D]
+    cos_ptr,  # the rotary table cos [max_len, D], contiguous
+    sin_ptr,  # sin, the same
+    q_out_ptr,  # normalised and rotated q [Hq, S, D], contiguous
+    k_cache_ptr,  # this layer's keys [Hkv, max_len, D], contiguous: row (h, position + s) written
+    v_cache_ptr,  # this layer's values, the same
+    pos_ptr,  # the position of the first of the S tokens: a one-element tensor on the device
+    n_q_heads,  # Hq: program heads [0, Hq) are q's, [Hq, Hq + Hkv) are k's (and v's)
+    max_len,
+    half_dim,  # D // 2
+    stride_qs, stride_qh, stride_ks, stride_kh, stride_vs, stride_vh,  # elements between positions / heads
+    eps,
+    BLOCK_HALF: tl.constexpr,
+):  # fmt: skip
+    """One program per (token, head): q's heads are normalised (q_norm), rotated and written to q_out; k's heads
+    are normalised (k_norm), rotated and written into the key cache at their position, and the value head of
+    the same index copied into the value cache there. The position and the rotary row are read on the device,
+    so a CUDA graph replays this launch at every position. Rounding as ``rmsnorm_rope_kernel``."""
+    s = tl.program_id(axis=0)
+    head = tl.program_id(axis=1)
+    position = tl.load(pos_ptr) + s
+    offs = tl.arange(0, BLOCK_HALF)
+    mask = offs < half_dim
+    is_q = head < n_q_heads
+    kv_head = head - n_q_heads
+    if is_q:
+        x_row = q_ptr + s * stride_qs + head * stride_qh
+        w_row = q_w_ptr
+        out_row = q_out_ptr + (head * (tl.num_programs(axis=0)) + s) * 2 * half_dim
+    else:
+        x_row = k_ptr + s * stride_ks + kv_head * stride_kh
+        w_row = k_w_ptr
+        out_row = k_cache_ptr + (kv_head * max_len + position) * 2 * half_dim
+        v_row = v_ptr + s * stride_vs + kv_head * stride_vh
+        v_out = v_cache_ptr + (kv_head * max_len + position) * 2 * half_dim
+        tl.store(v_out + offs, tl.load(v_row + offs, mask=mask), mask=mask)
+        tl.store(v_out + half_dim + offs, tl.load(v_row + half_dim + offs, mask=mask), mask=mask)
+    x1 = tl.load(x_row + offs, mask=mask, other=0.0).to(tl.float32)
+    x2 = tl.load(x_row + half_dim + offs, mask=mask, other=0.0).to(tl.float32)
+    out_ty = q_out_ptr.dtype.element_ty
+    inv_rms = tl.rsqrt((tl.sum(x1 * x1, axis=0) + tl.sum(x2 * x2, axis=0)) / (2 * half_dim) + eps)
+    n1 = (tl.load(w_row + offs, mask=mask) * (x1 * inv_rms).to(out_ty)).to(tl.float32)
+    n2 = (tl.load(w_row + half_dim + offs, mask=mask) * (x2 * inv_rms).to(out_ty)).to(tl.float32)
+    c_off = position * 2 * half_dim
+    cos1 = tl.load(cos_ptr + c_off + offs, mask=mask, other=0.0).to(tl.float32)
+    cos2 = tl.load(cos_ptr + c_off + half_dim + offs, mask=mask, other=0.0).to(tl.float32)
+    sin1 = tl.load(sin_ptr + c_off + offs, mask=mask, other=0.0).to(tl.float32)
+    sin2 = tl.load(sin_ptr + c_off + half_dim + offs, mask=mask, other=0.0).to(tl.float32)
+    tl.store(out_row + offs, (n1 * cos1 - n2 * sin1).to(out_ty), mask=mask)
+    tl.store(out_row + half_dim + offs, (n2 * cos2 + n1 * sin2).to(out_ty), mask=mask)
 
-    def __init__(self, layers: int, kv_heads: int, max_len: int, head_dim: int, dtype, device):
-        self.keys = torch.zeros(layers, 1, kv_heads, max_len, head_dim, dtype=dtype, device=device)
-        self.values = torch.zeros_like(self.keys)
-        self.positions = None
 
-    def update(self, k: torch.Tensor, v: torch.Tensor, layer_idx: int):
-        self.keys[layer_idx].index_copy_(2, self.positions, k)
-        self.values[layer_idx].index_copy_(2, self.positions, v)
-        return self.keys[layer_idx], self.values[layer_idx]
+def rmsnorm_rope_cache(q, k, v, q_weight, k_weight, eps, cos, sin, k_cache, v_cache, position):
+    """``rmsnorm_rope`` of q [S, Hq, D] and k [S, Hkv, D] with k (and v [S, Hkv, D] as it is) written into
+    ``k_cache`` / ``v_cache`` [Hkv, max_len, D] at rows ``position[0]`` .. + S - 1, in ONE launch; cos and sin are
+    the whole rotary tables [max_len, D], read at those rows. Returns q_out [1, Hq, S, D]. Nothing is read back
+    to the host: ``position`` is a one-element tensor on the device (unchecked against max_len, as a CUDA graph
+    requires; the caller keeps it inside the cache)."""
+    S, Hq, D = q.shape
+    Hkv, max_len = k_cache.shape[0], k_cache.shape[1]
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.stride(-1) != 1:
+            raise ValueError(f"{name} must have a contiguous last dim (stride 1), got strides {t.stride()}")
+    if k.shape != (S, Hkv, D) or v.shape != (S, Hkv, D):
+        raise ValueError(f"k and v must be [S, Hkv, D] = {(S, Hkv, D)}, got {tuple(k.shape)} and {tuple(v.shape)}")
+    for name, t in (("k_cache", k_cache), ("v_cache", v_cache), ("cos", cos), ("sin", sin)):
+        if not t.is_contiguous():
+            raise ValueError(f"{name} must be contiguous")
+    q_out = torch.empty(Hq, S, D, dtype=q.dtype, device=q.device)
+    BLOCK_HALF = max(16, triton.next_power_of_2(D // 2))
+    record(rmsnorm_rope_cache_kernel)
+    rmsnorm_rope_cache_kernel[(S, Hq + Hkv)](
+        q, k, v, q_weight, k_weight, cos, sin, q_out, k_cache, v_cache, position, Hq, max_len, D // 2,
+        q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1), float(eps),
+        BLOCK_HALF=BLOCK_HALF, num_warps=rope_num_warps(BLOCK_HALF),
+    )  # fmt: skip
+    return q_out[None]
 
 
 class OwnCacheModel(nn.Module):
-    """Greedy decoding of a transformers Qwen3-style causal LM through our fast layers and our own KV cache.
+    """Greedy decoding of a transformers Qwen3-style causal LM through our fast layers and a KV cache of our own.
 
     State on the device: ``token`` [1, 1] (the token the next step reads), ``position`` [1] (its position),
     ``kv_len`` [1] (keys in the cache once it is written: position + 1) and ``out`` [max_len] (every generated
@@ -50,38 +123,51 @@ class OwnCacheModel(nn.Module):
             raise ValueError(f"max_len must be an int >= 2 (prompt + new tokens), got {max_len!r}")
         decoder, config = model.model, model.config
         self.embed = decoder.embed_tokens.weight
-        self.layers = nn.ModuleList(FastDecoderLayer.from_hf(layer, self._attention) for layer in decoder.layers)
+        self.layers = nn.ModuleList(FastDecoderLayer.from_hf(layer, _run_by_the_model) for layer in decoder.layers)
         self.norm_weight, self.norm_eps = decoder.norm.weight, decoder.norm.variance_epsilon
         self.lm_head = GemvLinear.from_linear(model.lm_head)
         device, dtype = self.embed.device, self.embed.dtype
         head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-        self.cache = OwnKVCache(len(self.layers), config.num_key_value_heads, max_len, head_dim, dtype, device)
+        # the KV cache: keys and values of every layer, [layers, 1, Hkv, max_len, D] each
+        self.keys = torch.zeros(len(self.layers), 1, config.num_key_value_heads, max_len, head_dim, dtype=dtype,
+                                device=device)
+        self.values = torch.zeros_like(self.keys)
         with torch.no_grad():  # the rotary table of every position, once: [1, max_len, head_dim] each
             positions = torch.arange(max_len, device=device)[None]
-            self.cos, self.sin = decoder.rotary_emb(self.embed[:1][None], positions)
+            cos, sin = decoder.rotary_emb(self.embed[:1][None], positions)
+        self.cos, self.sin = cos[0].contiguous(), sin[0].contiguous()  # [max_len, head_dim]
         self.max_len = max_len
         self.token = torch.zeros(1, 1, dtype=torch.long, device=device)
         self.position = torch.zeros(1, dtype=torch.long, device=device)
         self.kv_len = torch.ones(1, dtype=torch.long, device=device)
+        self.start = torch.zeros(1, dtype=torch.long, device=device)  # where a prompt is written: position 0
         self.out = torch.zeros(max_len, dtype=torch.long, device=device)
 
-    def _attention(self, module, q, k, v, attention_mask, scaling=None, **kwargs):
-        """The layers' attention function: one query reads the cache up to ``kv_len`` (on the device); a prompt
-        of S queries attends causally to its own S keys, the first S of the cache."""
-        S = q.shape[-2]
+    def _layer(self, i: int, x: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
+        """Decoder layer ``i`` on x [1, S, hidden], the first token at ``position[0]``: 10 launches for one token
+        (RMSNorm; q/k/v; q/k norm + RoPE + the cache write; attention, and its combine when split; o_proj; residual
+        add + RMSNorm; gate/up; SwiGLU; down; residual add)."""
+        layer = self.layers[i]
+        attn = layer.self_attn
+        S, D = x.shape[1], attn.head_dim
+        q, k, v = attn.qkv(rmsnorm_fused(x, layer.input_weight, layer.input_eps))
+        q = rmsnorm_rope_cache(q.view(S, -1, D), k.view(S, -1, D), v.view(S, -1, D), attn.q_weight, attn.k_weight,
+                               attn.eps, self.cos, self.sin, self.keys[i, 0], self.values[i, 0], position)
+        keys, values = self.keys[i], self.values[i]
         if S == 1:
-            out = decode_attention(q, k, v, scale=scaling, kv_len=self.kv_len)
-        else:
-            out = prefill_attention(q, k[:, :, :S], v[:, :, :S], scale=scaling, causal=True)
-        return out.transpose(1, 2).contiguous(), None
+            out = decode_attention(q, keys, values, scale=attn.scaling, kv_len=self.kv_len)
+        else:  # a prompt, written from position 0: it attends causally to its own keys
+            out = prefill_attention(q, keys[:, :, :S], values[:, :, :S], scale=attn.scaling, causal=True)
+        a = attn.o_proj(out.transpose(1, 2).reshape(1, S, -1))
+        x2, residual = add_rmsnorm(a, x, layer.post_weight, layer.post_eps)
+        return residual + layer.mlp(x2)
 
-    def _logits(self, ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """Logits [1, 1, vocab] of the last of ``ids`` [1, S], at ``positions`` [S], writing their keys and values."""
+    def _logits(self, ids: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
+        """Logits [1, 1, vocab] of the last of ``ids`` [1, S], the first at ``position[0]``, writing their keys and
+        values into the cache."""
         x = F.embedding(ids, self.embed)
-        cos, sin = self.cos.index_select(1, positions), self.sin.index_select(1, positions)
-        self.cache.positions = positions
-        for layer in self.layers:
-            x = layer(x, None, (cos, sin), cache=self.cache)
+        for i in range(len(self.layers)):
+            x = self._layer(i, x, position)
         return self.lm_head(rmsnorm_fused(x[:, -1:], self.norm_weight, self.norm_eps))
 
     @torch.inference_mode()
@@ -93,7 +179,7 @@ class OwnCacheModel(nn.Module):
         P = ids.shape[1]
         if not 1 <= P < self.max_len:
             raise ValueError(f"the prompt must be 1 to max_len - 1 = {self.max_len - 1} tokens, got {P}")
-        logits = self._logits(ids, torch.arange(P, device=ids.device))
+        logits = self._logits(ids, self.start)
         self.token.copy_(logits[:, -1].argmax(dim=-1, keepdim=True))
         self.position.fill_(P)
         self.kv_len.fill_(P + 1)
@@ -109,3 +195,8 @@ class OwnCacheModel(nn.Module):
         self.kv_len.add_(1)
         self.out.index_copy_(0, self.position, nxt[0])
         self.token.copy_(nxt)
+
+
+def _run_by_the_model(*args, **kwargs):
+    """The attention function of the layers an ``OwnCacheModel`` holds: it runs them itself (``_layer``)."""
+    raise RuntimeError("OwnCacheModel runs its layers itself; they are not called as transformers layers")

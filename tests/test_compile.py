@@ -22,7 +22,7 @@ from slower_kernels import TILE_CONFIGS
 from slower_kernels.aot import DEFAULT_TARGETS, T4_SHARED_MEMORY, compile_specs
 
 ROOT = Path(__file__).resolve().parents[1]
-KERNEL_MODULES = ["add", "rmsnorm", "matmul", "softmax", "attention", "fused", "gemv", "fast_attention"]
+KERNEL_MODULES = ["add", "rmsnorm", "matmul", "softmax", "attention", "fused", "gemv", "fast_attention", "decoder"]
 KERNEL_NAMES = {  # the names count_launches() reports, as the contract lists them
     "add_kernel",
     "empty_kernel",
@@ -35,6 +35,7 @@ KERNEL_NAMES = {  # the names count_launches() reports, as the contract lists th
     "add_rmsnorm_kernel",
     "rope_kernel",
     "rmsnorm_rope_kernel",
+    "rmsnorm_rope_cache_kernel",
     "gemv_kernel",
     "decode_attention_kernel",
     "decode_combine_kernel",

@@ -547,3 +547,33 @@ def test_fast_decoder_layer_errors(device):
     fast = FastDecoderLayer.from_hf(layer, sdpa_attention)
     with pytest.raises(ValueError, match="position_embeddings"):
         fast(torch.zeros(1, 1, 40, device=device))
+
+
+@pytest.mark.parametrize("S, position", [(1, 0), (1, 6), (3, 2)])
+@pytest.mark.parametrize("case", ["gqa_decode_128", "mqa_odd_half_40"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_rmsnorm_rope_into_a_kv_cache(case, S, position, dtype, device):
+    """The own decode step's q/k norm + RoPE that writes k, and v as it is, into the KV cache at a position read on
+    the device: q as rmsnorm_rope makes it, the cache rows at position .. position + S - 1 the float64 reference's,
+    every other row untouched."""
+    from slower_kernels.decoder import rmsnorm_rope_cache
+
+    _, Hq, Hkv, _, D = ROPE_CASES[case]
+    max_len = 9
+    q = randn(S, Hq, D, dtype=dtype, device=device)
+    k, v = randn(S, Hkv, D, dtype=dtype, device=device, seed=1), randn(S, Hkv, D, dtype=dtype, device=device, seed=6)
+    cos, sin = randn(max_len, D, dtype=dtype, device=device, seed=2), randn(max_len, D, dtype=dtype, device=device, seed=3)
+    q_w, k_w = randn(D, dtype=dtype, device=device, seed=4), randn(D, dtype=dtype, device=device, seed=5)
+    k_cache = torch.full((Hkv, max_len, D), 7.0, dtype=dtype, device=device)
+    v_cache = torch.full_like(k_cache, 7.0)
+    q_out = rmsnorm_rope_cache(q, k, v, q_w, k_w, 1e-6, cos, sin, k_cache, v_cache,
+                               torch.tensor([position], device=device))
+    rows = slice(position, position + S)
+    c, s = cos[rows][None], sin[rows][None]  # [1, S, D], as rope_ref broadcasts them over heads
+    assert q_out.shape == (1, Hq, S, D)
+    assert_close(q_out, rope_ref(rmsnorm_ref(q.transpose(0, 1)[None], q_w, 1e-6), c, s), dtype)
+    assert_close(k_cache[:, rows][None], rope_ref(rmsnorm_ref(k.transpose(0, 1)[None], k_w, 1e-6), c, s), dtype)
+    assert torch.equal(v_cache[:, rows], v.transpose(0, 1))
+    untouched = torch.ones(max_len, dtype=torch.bool)
+    untouched[rows] = False
+    assert (k_cache[:, untouched] == 7).all() and (v_cache[:, untouched] == 7).all()
