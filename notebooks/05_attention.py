@@ -462,12 +462,17 @@ helpers.record("attention.modules_replaced", n_attention, "modules", "attention 
 #
 # $$\text{wall ms per decoded token} \approx n_\text{PyTorch} \cdot p_\text{PyTorch} + n_\text{ours} \cdot p_\text{ours} + \text{GPU-busy ms}$$
 #
-# $p_\text{PyTorch}$, the host's price of a PyTorch launch inside `generate()`, comes from the original in the
-# same comparison (its wall ms per token minus its GPU-busy ms, over its launches); $p_\text{ours}$ from the
-# loop's host time per call at Qwen3's shape, less its 34 PyTorch launches at $p_\text{PyTorch}$, over its 48
-# of ours; the counts $n$ and the GPU-busy ms from the patched model's profile. Nothing is fitted to the model's
-# time. Roughly: 28 loop calls at about 2.9 ms of host time each add about 80 ms per token to the original's
-# 21 or so, so expect generation several times slower.
+# Every term is measured; nothing is fitted to the model's time.
+#
+# - $p_\text{PyTorch}$ is the host's price of one PyTorch launch inside `generate()`. It comes from the original
+#   in the same comparison: its wall ms per token, less its GPU-busy ms, over its launches.
+# - $p_\text{ours}$ is the host's price of one launch of ours. It comes from the loop timed alone at Qwen3's
+#   shape: its host time per call, less its 34 PyTorch launches at $p_\text{PyTorch}$, over its 48 of ours.
+# - The counts $n$ and the GPU-busy ms come from the patched model's profile.
+#
+# Roughly, 28 loop calls at about 2.9 ms of host time each add about 80 ms per token to the original's 21 or
+# so. So expect generation several times slower. The profile after the measurement prints both prices and
+# sets the budget's prediction beside the measured time.
 #
 # `helpers.compare_configs` measures it: the original, the original again (the A/A floor) and the patched model
 # generate in shuffled rounds, each generation followed by a one-token one so that the same rounds give the

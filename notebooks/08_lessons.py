@@ -30,7 +30,7 @@
 # launch-bound custom model hardly gains), and how much arithmetic a long prompt costs (chapter 7). A launch
 # budget built from each module's host price predicts most of what the attention loop adds per decoded token
 # (91.52 predicted against 99.87 ms measured on the committed H200 run) but less than half of what the
-# attention projections add: one in-situ factor does not fit every kind of call.
+# attention projections add: calls cost more inside the model than alone, by a different factor for each kind.
 #
 # The H200 could not reach the model hub, so it ran Qwen3-0.6B's exact architecture with seeded random
 # weights. Timings depend on the shapes, not on the weights' values; generated text (and where two models'
@@ -264,8 +264,8 @@ helpers.show(comparison.table(per_token=True))
 #   host µs to issue one call on its own, every kernel it launches and the Python around them included;
 # - a swap adds, per decoded token, its calls times (our price - the replaced call's price): the *swaps at
 #   prices alone*;
-# - inside the model a call costs more or less than on its own, so that sum is multiplied by one **in-situ
-#   factor**, fitted on one configuration, the all-custom model (`helpers.fit_module_budget`);
+# - the **in-situ factor** is how many times more the swaps cost the host inside the model than their prices
+#   alone. The budget multiplies them by one, fitted on the all-custom model (`helpers.fit_module_budget`);
 # - the token takes the longer of the host's time and the GPU-busy time.
 #
 # A budget like this is easy to flatter. The predicted time of a configuration is the original's measured time
@@ -370,16 +370,21 @@ plt.show()
 # %% [markdown]
 # ## What the launch budget shows
 #
-# **It predicts the big change and falls short on the smaller ones.** On the committed H200 run the in-situ
-# factor came out at 1.037: inside the all-custom model its swaps cost the host about 4% more than their prices
-# alone. With that one number the budget predicted 91.52 ms for what the per-head attention loop adds per
-# decoded token, against 99.87 ms measured. For the projection swaps it fell short: 5.513 ms predicted against
-# 11.27 ms measured for the attention projections, 8.863 against 13.27 for the attention and MLP projections,
-# 7.714 against 8.678 for all projections and the RMSNorm. The column *factor that would fit* says why: every
-# swap would need a larger factor than the fitted one: 2.121 for the attention projections alone, 1.553 with the
-# MLP ones, 1.167 with all projections and the RMSNorm, 1.132 for the attention loop. The fit came out low
-# because the all-custom model measured a little less per token than the attention loop alone (124.9 against
-# 127.4 ms; their ratios' quartiles overlap).
+# **It predicts the big change and falls short on the smaller ones.** The in-situ factor says how many times
+# more the swaps cost the host inside the model than their prices alone. On the committed H200 run, fitted on
+# the all-custom model, it came out at 1.037: about 4% more. With it the budget predicted 91.52 ms for what the
+# per-head attention loop adds per decoded token, against 99.87 ms measured on the committed H200 run. For the
+# projection swaps it fell short (on the committed H200 run, predicted against measured ms per token):
+#
+# - attention projections: 5.513 against 11.27;
+# - attention and MLP projections: 8.863 against 13.27;
+# - all projections and the RMSNorm: 7.714 against 8.678.
+#
+# The column *factor that would fit* says why. It is the in-situ factor that would put that swap on the line.
+# On the committed H200 run every swap with a factor to read needed more than 1.037: 2.121 for the
+# attention projections alone, 1.553 with the MLP ones, 1.167 with all projections and the RMSNorm, 1.132 for
+# the attention loop. The fit came out low because, on the committed H200 run, the all-custom model measured a
+# little less per token than the attention loop alone (124.9 against 127.4 ms; their ratios' quartiles overlap).
 #
 # **A change within the noise cannot be predicted.** The two-pass RMSNorm's prices alone nearly cancel
 # (78.23 µs for ours against 86.86 µs for Qwen3's on the committed H200 run, quartiles overlapping), so the
