@@ -46,7 +46,8 @@ html_theme_options = {
 }
 # MathJax from the sphinx-mathjax-offline package, served by the site itself: math renders with no network. (Its
 # import name has hyphens, so it cannot be loaded as an extension; its files are used directly, as it would.)
-html_static_path = [str(distribution("sphinx-mathjax-offline").locate_file("sphinx-mathjax-offline/static"))]
+html_static_path = [str(distribution("sphinx-mathjax-offline").locate_file("sphinx-mathjax-offline/static")), "_static"]
+html_css_files = ["series.css"]  # wide tables scroll, long inline code wraps
 mathjax_path = "mathjax/tex-chtml.js"
 html_last_updated_fmt = None
 html_copy_source = False
