@@ -72,19 +72,19 @@ def chapters_table() -> str:
     if "full.tps_original" in h200 and blog.get("full.tps_original", {}).get("blog_value"):
         factor = float(h200["full.tps_original"]["value"]) / float(blog["full.tps_original"]["blog_value"])
     has_memory = any(rid.endswith("_gib") for rid in h200)  # a run that recorded each chapter's peak memory
-    lines = ["| chapter | what it shows | open | H200 (measured) | CPU mode (measured) | T4 (estimate) |"
+    lines = ["| chapter | what it shows | open | minutes: H200 / CPU mode / T4 (estimate) |"
              + (" peak memory, H200: GPU / host |" if has_memory else ""),
-             "|---|---|---|---|---|---|" + ("---|" if has_memory else "")]
+             "|---|---|---|---|" + ("---|" if has_memory else "")]
     for name, what in CHAPTERS.items():
         key = f"runtime.{name}_s"
         t_h200 = float(h200[key]["value"]) if key in h200 else None
         t_cpu = float(cpu[key]["value"]) if key in cpu else None
         t_t4 = t_h200 * factor if (t_h200 and factor) else None
-        cell = lambda t: f"{t / 60:.1f} min" if t else "-"  # noqa: E731
+        cell = lambda t: f"{t / 60:.1f}" if t else "-"  # noqa: E731
         gib = [h200.get(f"runtime.{name}_{where}_gib", {}).get("value") for where in ("gpu", "host")]
         memory = " / ".join(f"{float(g):.1f} GiB" for g in gib) if all(gib) else "-"
         lines.append(f"| [{name}](notebooks/{name}.ipynb) | {what} | {colab_setup.badge(name)} | "
-                     f"{cell(t_h200)} | {cell(t_cpu)} | {cell(t_t4)} |" + (f" {memory} |" if has_memory else ""))
+                     f"{cell(t_h200)} / {cell(t_cpu)} / {cell(t_t4)} |" + (f" {memory} |" if has_memory else ""))
     note = ("T4 estimate = H200 time x (H200 / blog's T4 tokens/s of the original model"
             + (f", {factor:.1f}x" if factor else "") + "): a rough guide, not a measurement.")
     if has_memory:
