@@ -123,5 +123,5 @@ def bandwidth(model, tokens_per_s: float) -> dict:
         out["floor_fraction"] = achieved / nominal
     else:
         out["note"] = ("no GPU: the floor needs a memory bandwidth" if not env.HAS_GPU else
-                       f"nominal bandwidth of '{env._gpu_name()}' unknown: add it to helpers.NOMINAL_GB_S")
+                       f"nominal bandwidth of '{env._gpu_name()}' unknown: add it to slower_harness/specs.py (NOMINAL_GB_S)")
     return out
