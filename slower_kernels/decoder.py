@@ -2,10 +2,11 @@
 
 transformers' ``StaticCache`` and the model's forward around our fused layers bring kernels that one sequence at
 batch size 1 does not need: a write index per layer, masks built every step, the rotary table computed every step,
-copies. Here the cache is two preallocated tensors per layer, written at a position that lives on the device; the
-rotary table is computed once for every position; decode attention reads the cache up to a length on the device;
-the greedy argmax and the next position are computed on the device too. Nothing in ``step`` reads a value back to
-the host, so one step can be captured in a CUDA graph and replayed once per token.
+copies. Here the cache is two preallocated tensors per layer, written at a position that lives on the device by
+the kernel that norms and rotates q and k (``rmsnorm_rope_cache``); the rotary table is computed once for every
+position; decode attention reads the cache up to a length on the device; the greedy argmax and the next position
+are computed on the device too. Nothing in ``step`` reads a value back to the host, so one step can be captured in
+a CUDA graph and replayed once per token.
 """
 
 import torch
@@ -132,7 +133,7 @@ class OwnCacheModel(nn.Module):
         self.keys = torch.zeros(len(self.layers), 1, config.num_key_value_heads, max_len, head_dim, dtype=dtype,
                                 device=device)
         self.values = torch.zeros_like(self.keys)
-        with torch.no_grad():  # the rotary table of every position, once: [1, max_len, head_dim] each
+        with torch.no_grad():  # the rotary table of every position, computed once
             positions = torch.arange(max_len, device=device)[None]
             cos, sin = decoder.rotary_emb(self.embed[:1][None], positions)
         self.cos, self.sin = cos[0].contiguous(), sin[0].contiguous()  # [max_len, head_dim]
