@@ -53,10 +53,9 @@ def decoder_for(model, ids: torch.Tensor, new_tokens: int, decoder: str = "gener
     "generate" (transformers' eager ``generate()``, what every chapter times), "graph" (``GraphDecoder``:
     a static cache and one CUDA-graph replay per decoded token; eager in CPU mode), "own" (``OwnCacheDecoder``:
     the fast model's layers over our own KV cache, one CUDA-graph replay per token; it brings its own kernels, so
-    ``patched`` does not change it) or "compiled" (transformers' ``generate(cache_implementation="static")``,
-    compiled; GPU only). ``new_tokens``: the
-    most ``run`` will be asked for. Build it inside the ``patched`` block it runs in: a captured graph
-    holds the weights it was captured with."""
+    it takes the original model, unpatched) or "compiled" (transformers' ``generate(cache_implementation="static")``,
+    compiled; GPU only). ``new_tokens``: the most ``run`` will be asked for. Build it inside the ``patched`` block
+    it runs in: a captured graph holds the weights it was captured with."""
     check_decoder(decoder, use_cache)
     if decoder in ("graph", "own"):
         kind = GraphDecoder if decoder == "graph" else OwnCacheDecoder

@@ -123,6 +123,10 @@ class OwnCacheModel(nn.Module):
         if not isinstance(max_len, int) or max_len < 2:
             raise ValueError(f"max_len must be an int >= 2 (prompt + new tokens), got {max_len!r}")
         decoder, config = model.model, model.config
+        swapped = [type(layer).__name__ for layer in decoder.layers if not hasattr(layer, "input_layernorm")]
+        if swapped:
+            raise ValueError(f"model: its decoder layers are already swapped ({swapped[0]}); build an OwnCacheModel "
+                             "from the original model (outside patched(..., layer='fused')): it brings its own layers")
         self.embed = decoder.embed_tokens.weight
         self.layers = nn.ModuleList(FastDecoderLayer.from_hf(layer, _run_by_the_model) for layer in decoder.layers)
         self.norm_weight, self.norm_eps = decoder.norm.weight, decoder.norm.variance_epsilon

@@ -99,3 +99,5 @@ def test_our_own_kv_cache_refuses_what_does_not_fit(tiny):
         decoders.OwnCacheDecoder(tiny, max_len=8, use_graph=False).generate(ids, 4)
     with pytest.raises(ValueError, match="batch size 1"):
         decoders.OwnCacheDecoder(tiny, max_len=8, use_graph=False).own.prefill(ids[0])
+    with patching.patched(tiny, **patching.ALL_FAST), pytest.raises(ValueError, match="already swapped"):
+        decoders.OwnCacheDecoder(tiny, max_len=8, use_graph=False)
