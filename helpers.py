@@ -55,7 +55,7 @@ from slower_harness.decoders import DECODERS, GraphDecoder, OwnCacheDecoder, dec
 
 # Our kernels in the model, and the configurations the chapters compare (patching.py).
 from slower_harness.patching import (  # noqa: F401
-    ALL_CUSTOM, ALL_FAST, ATTENTION_NAMES, BESIDE_STAIRCASE, PROJECTION_GROUPS, STAIRCASE, generate_with, patched,
+    ALL_CUSTOM, ALL_FAST, ATTENTION_NAMES, BESIDE_STAIRCASE, FLOOR_STAIRCASE, PROJECTION_GROUPS, STAIRCASE, generate_with, patched,
     split_config)
 
 # Where a token's time goes: module calls captured and priced (capture.py), decode profiles, one step on a

@@ -35,7 +35,9 @@ def generate(model, ids: torch.Tensor, new_tokens: int, use_cache: bool = True,
     return new, seconds
 
 
-DECODERS = ("generate", "graph", "compiled", "own")  # how a configuration generates (compare_configs' ``decoder`` key)
+# our own decode step, one stage per decoder name (``slower_kernels.decoder.STAGES``); "own" is the last stage
+OWN_DECODERS = {"own-cache": "cache", "own-write": "write", "own-fold": "fold", "own": "tune"}
+DECODERS = ("generate", "graph", "compiled", *OWN_DECODERS)  # how a configuration generates (compare_configs' ``decoder``)
 
 
 def check_decoder(decoder: str, use_cache: bool = True) -> None:
@@ -53,14 +55,18 @@ def decoder_for(model, ids: torch.Tensor, new_tokens: int, decoder: str = "gener
     "generate" (transformers' eager ``generate()``, what every chapter times), "graph" (``GraphDecoder``:
     a static cache and one CUDA-graph replay per decoded token; eager in CPU mode), "own" (``OwnCacheDecoder``:
     the fast model's layers over our own KV cache, one CUDA-graph replay per token; it brings its own kernels, so
-    it takes the original model, unpatched) or "compiled" (transformers' ``generate(cache_implementation="static")``,
+    it takes the original model, unpatched; "own-cache", "own-write" and "own-fold" are its earlier stages,
+    ``OWN_DECODERS``) or "compiled" (transformers' ``generate(cache_implementation="static")``,
     compiled; GPU only). ``new_tokens``: the most ``run`` will be asked for. Build it inside the ``patched`` block
     it runs in: a captured graph holds the weights it was captured with."""
     check_decoder(decoder, use_cache)
-    if decoder in ("graph", "own"):
-        kind = GraphDecoder if decoder == "graph" else OwnCacheDecoder
-        graph = kind(model, ids.shape[1] + max(new_tokens, 4))  # capture writes 3 steps past the prompt
+    max_len = ids.shape[1] + max(new_tokens, 4)  # capture writes 3 steps past the prompt
+    if decoder == "graph":
+        graph = GraphDecoder(model, max_len)
         return lambda n: graph.generate(ids, n)
+    if decoder in OWN_DECODERS:
+        own = OwnCacheDecoder(model, max_len, stage=OWN_DECODERS[decoder])
+        return lambda n: own.generate(ids, n)
     if decoder == "compiled":
         return lambda n: generate(model, ids, n, cache_implementation="static")
     return lambda n: generate(model, ids, n, use_cache)
@@ -163,10 +169,15 @@ class OwnCacheDecoder(GraphDecoder):
     """``GraphDecoder``'s greedy generation (one decode step captured in a CUDA graph, replayed per token; eager
     without a GPU) over ``slower_kernels.OwnCacheModel``: the fast layers, our own KV cache and a decode step of
     our own instead of transformers' ``StaticCache`` and model forward. It reads the model's weights as they are
-    when it is built and does not modify the model."""
+    when it is built and does not modify the model. ``stage``: ``OwnCacheModel``'s (``slower_kernels.decoder.STAGES``),
+    the last by default."""
+
+    def __init__(self, model, max_len: int, use_graph: bool | None = None, stage: str = "tune"):
+        self.stage = stage
+        super().__init__(model, max_len, use_graph)
 
     def _build(self) -> None:
-        self.own = slower_kernels.OwnCacheModel(self.model, self.max_len)  # its own cache, position and output
+        self.own = slower_kernels.OwnCacheModel(self.model, self.max_len, self.stage)  # its cache, position, output
         self.out = self.own.out
 
     def _step(self) -> None:

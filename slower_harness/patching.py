@@ -35,6 +35,13 @@ STAIRCASE = {
     "4. fused layers (the fast model)": dict(ALL_FAST),
     "5. CUDA graph": dict(ALL_FAST, decoder="graph"),
 }
+# Chapter 10 goes on from step 5: our own decode step, one fix at a time (``slower_kernels.decoder.STAGES``).
+FLOOR_STAIRCASE = {
+    "6. own KV cache": dict(decoder="own-cache"),
+    "7. cache write in RoPE": dict(decoder="own-write"),
+    "8. folded into the gemvs": dict(decoder="own-fold"),
+    "9. tuned gemv tiles": dict(decoder="own"),
+}
 # Beside the staircase: what the original gets from a graph alone, and transformers' own compiled path (GPU).
 BESIDE_STAIRCASE = {"original, CUDA graph": dict(decoder="graph"), "transformers compiled": dict(decoder="compiled")}
 

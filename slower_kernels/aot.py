@@ -53,7 +53,8 @@ from .fused import (
     swiglu_kernel,
     swiglu_num_warps,
 )
-from .decoder import rmsnorm_rope_cache_kernel
+from .decode_gemv import decode_gemv_kernel, decode_projections, rule_config, tuned_table, variant_flags
+from .decoder import advance_kernel, rmsnorm_rope_cache_kernel
 from .gemv import gemv_config, gemv_kernel
 from .matmul import matmul_kernel
 from .rmsnorm import rmsnorm_fused_kernel, rmsnorm_inv_rms_kernel, rmsnorm_scale_kernel
@@ -67,6 +68,8 @@ ATTENTION_HEAD_DIMS = (64, 128, MAX_HEAD_DIM)  # the blog's, Qwen3-0.6B's, the l
 # gate/up, fused qkv, fused gate-up) and small M
 GEMV_SHAPES = ((1, 151936, 1024), (1, 1024, 1024), (1, 1024, 3072), (1, 2048, 1024), (1, 4096, 1024),
                (1, 6144, 1024), (4, 6144, 1024), (16, 151936, 1024))
+# the decode step's projections (variant, N, K) whose decode_gemv tiles are compiled: Qwen3-0.6B's
+DECODE_PROJECTIONS = decode_projections(hidden=1024, intermediate=3072, heads=16, kv_heads=8, head_dim=128, vocab=151936)
 
 
 @dataclass(frozen=True)
@@ -119,6 +122,10 @@ _ARG_TYPES = {
         x_ptr="*T", w_ptr="*T", b_ptr="*T", y_ptr="*T", M="i32", N="i32", K="i32",
         stride_xm="i32", stride_wn="i32", stride_ym="i32",
     ),
+    decode_gemv_kernel: dict(x_ptr="*T", norm_w_ptr="*T", w_ptr="*T", res_ptr="*T", y_ptr="*T", key_ptr="*i64",
+                             N="i32", K="i32", stride_wn="i32", eps="fp32"),
+    advance_kernel: dict(key_ptr="*i64", token_ptr="*i64", position_ptr="*i64", kv_len_ptr="*i64", out_ptr="*i64",
+                         embed_ptr="*T", x_ptr="*T", hidden="i32"),
     swiglu_kernel: dict(gate_ptr="*T", up_ptr="*T", out_ptr="*T", n_cols="i32", stride_gm="i32", stride_um="i32",
                         stride_om="i32"),
     add_rmsnorm_kernel: dict(x_ptr="*T", res_ptr="*T", w_ptr="*T", y_ptr="*T", r_ptr="*T", n_cols="i32",
@@ -186,6 +193,15 @@ def compile_specs(dtype: str = "fp16") -> list[CompileSpec]:
         for has_bias in (False, True):
             specs.append(_spec(gemv_kernel, config.name + ("_bias" if has_bias else ""), dtype,
                                dict(blocks, HAS_BIAS=has_bias), num_warps=config.num_warps))
+    # every tile the decode step may launch: gemv's rule for each projection, and every measured table's entry
+    tiles = {(variant, rule_config(N, K)) for variant, N, K in DECODE_PROJECTIONS.values()}
+    tiles |= {(variant, config) for (_, variant, _, _), config in tuned_table().items()}
+    for variant, config in sorted(tiles, key=lambda t: (t[0], t[1].name)):
+        specs.append(_spec(decode_gemv_kernel, f"{variant} {config.name}", dtype,
+                           dict(BLOCK_N=config.block_n, BLOCK_K=config.block_k, PREFETCH=config.prefetch,
+                                **variant_flags(variant)),
+                           num_warps=config.num_warps, num_stages=config.num_stages))
+    specs.append(_spec(advance_kernel, "BLOCK=1024", dtype, dict(BLOCK=1024)))
     torch_dtype = {"fp16": torch.float16, "fp32": torch.float32}[dtype]
     for D in ATTENTION_HEAD_DIMS:
         decode = decode_meta(D, torch_dtype)

@@ -16,7 +16,8 @@ from torch import nn
 from torch.nn import functional as F
 
 from .fast_attention import decode_attention, prefill_attention
-from .fused import add_rmsnorm, rope_num_warps
+from .decode_gemv import ARGMAX_EMPTY, decode_gemv
+from .fused import add_rmsnorm, rmsnorm_rope, rope_num_warps
 from .gemv import GemvLinear
 from .launches import record
 from .modules import FastDecoderLayer
@@ -108,6 +109,38 @@ def rmsnorm_rope_cache(q, k, v, q_weight, k_weight, eps, cos, sin, k_cache, v_ca
     return q_out[None]
 
 
+STAGES = ("cache", "write", "fold", "tune")  # the own decode step, one fix at a time (``OwnCacheModel``'s stage)
+
+
+@triton.jit
+def advance_kernel(
+    key_ptr,  # int64 [1]: the argmax key the lm_head folded its logits into (reset here for the next step)
+    token_ptr,  # [1, 1]: the token the next step reads
+    position_ptr,  # [1]: its position
+    kv_len_ptr,  # [1]: keys in the cache once the next step has written its own: position + 1
+    out_ptr,  # [max_len]: every generated token, by position
+    embed_ptr,  # the embedding table [vocab, hidden], contiguous
+    x_ptr,  # [hidden]: the next step's input row, the next token's embedding
+    hidden,
+    BLOCK: tl.constexpr,  # hidden rounded up to a power of two
+):
+    """One program: the greedy token out of the argmax key, written where the next step reads it (token, output at
+    the next position, its embedding row), the position and key count advanced, the key reset."""
+    key = tl.load(key_ptr)
+    token = 4294967295 - (key & 4294967295)
+    position = tl.load(position_ptr) + 1
+    tl.store(position_ptr, position)
+    tl.store(kv_len_ptr, position + 1)
+    tl.store(out_ptr + position, token)
+    tl.store(token_ptr, token)
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(embed_ptr + token * hidden + offs, mask=offs < hidden), mask=offs < hidden)
+    tl.store(key_ptr, ARGMAX_EMPTY_KEY)
+
+
+ARGMAX_EMPTY_KEY = tl.constexpr(ARGMAX_EMPTY)
+
+
 class OwnCacheModel(nn.Module):
     """Greedy decoding of a transformers Qwen3-style causal LM through our fast layers and a KV cache of our own.
 
@@ -116,17 +149,30 @@ class OwnCacheModel(nn.Module):
     token, by position). ``prefill(ids)`` runs the prompt and leaves its next token in place; ``step()`` decodes
     one token and advances, without a host synchronisation. Shares the model's weights (the fused q/k/v and
     gate/up weights are copies made once, as ``FastDecoderLayer`` makes them); the model itself is not modified.
+
+    ``stage`` (``STAGES``), each one fix over the one before, for the same tokens:
+      "cache": the fast layers over our own cache: q/k norm + RoPE (``rmsnorm_rope``), then k and v copied into
+               the cache at the device position (two PyTorch launches); the rotary rows gathered once per step;
+      "write": the cache write done by the kernel that norms and rotates (``rmsnorm_rope_cache``);
+      "fold":  the RMSNorms, residual adds, the SwiGLU and the argmax folded into the projections around them
+               (``decode_gemv``), the next token's bookkeeping in one kernel (``advance_kernel``): 6 launches per
+               layer and 2 after the last;
+      "tune":  "fold" with the tiles measured per shape on this GPU (``gemv_tuned.csv``) where the table has them.
+    The prompt (``prefill``) runs the same way at every stage: the layers of "write", one launch per kernel.
     """
 
-    def __init__(self, model: nn.Module, max_len: int):
+    def __init__(self, model: nn.Module, max_len: int, stage: str = "tune"):
         super().__init__()
         if not isinstance(max_len, int) or max_len < 2:
             raise ValueError(f"max_len must be an int >= 2 (prompt + new tokens), got {max_len!r}")
+        if stage not in STAGES:
+            raise ValueError(f"stage must be one of {STAGES}, got {stage!r}")
         decoder, config = model.model, model.config
         swapped = [type(layer).__name__ for layer in decoder.layers if not hasattr(layer, "input_layernorm")]
         if swapped:
             raise ValueError(f"model: its decoder layers are already swapped ({swapped[0]}); build an OwnCacheModel "
                              "from the original model (outside patched(..., layer='fused')): it brings its own layers")
+        self.stage = stage
         self.embed = decoder.embed_tokens.weight
         self.layers = nn.ModuleList(FastDecoderLayer.from_hf(layer, _run_by_the_model) for layer in decoder.layers)
         self.norm_weight, self.norm_eps = decoder.norm.weight, decoder.norm.variance_epsilon
@@ -147,18 +193,26 @@ class OwnCacheModel(nn.Module):
         self.kv_len = torch.ones(1, dtype=torch.long, device=device)
         self.start = torch.zeros(1, dtype=torch.long, device=device)  # where a prompt is written: position 0
         self.out = torch.zeros(max_len, dtype=torch.long, device=device)
+        self.x = torch.zeros(1, self.embed.shape[1], dtype=dtype, device=device)  # "fold": the next step's input
+        self.key = torch.full((1,), ARGMAX_EMPTY, dtype=torch.long, device=device)  # "fold": the argmax key
 
     def _layer(self, i: int, x: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
         """Decoder layer ``i`` on x [1, S, hidden], the first token at ``position[0]``: 10 launches for one token
-        (RMSNorm; q/k/v; q/k norm + RoPE + the cache write; attention, and its combine when split; o_proj; residual
-        add + RMSNorm; gate/up; SwiGLU; down; residual add)."""
+        at stage "write" (RMSNorm; q/k/v; q/k norm + RoPE + the cache write; attention, and its combine when split;
+        o_proj; residual add + RMSNorm; gate/up; SwiGLU; down; residual add), 11 at "cache"."""
         layer = self.layers[i]
         attn = layer.self_attn
         S, D = x.shape[1], attn.head_dim
         q, k, v = attn.qkv(rmsnorm_fused(x, layer.input_weight, layer.input_eps))
-        q = rmsnorm_rope_cache(q.view(S, -1, D), k.view(S, -1, D), v.view(S, -1, D), attn.q_weight, attn.k_weight,
-                               attn.eps, self.cos, self.sin, self.keys[i, 0], self.values[i, 0], position)
         keys, values = self.keys[i], self.values[i]
+        if self.stage == "cache" and S == 1:  # norm + RoPE, then the cache write as two PyTorch copies
+            q, k = rmsnorm_rope(q.view(1, 1, -1, D).transpose(1, 2), k.view(1, 1, -1, D).transpose(1, 2),
+                                attn.q_weight, attn.k_weight, attn.eps, self.step_cos, self.step_sin)
+            keys.index_copy_(2, position, k)
+            values.index_copy_(2, position, v.view(1, 1, -1, D).transpose(1, 2))
+        else:
+            q = rmsnorm_rope_cache(q.view(S, -1, D), k.view(S, -1, D), v.view(S, -1, D), attn.q_weight,
+                                   attn.k_weight, attn.eps, self.cos, self.sin, keys[0], values[0], position)
         if S == 1:
             out = decode_attention(q, keys, values, scale=attn.scaling, kv_len=self.kv_len)
         else:  # a prompt, written from position 0: it attends causally to its own keys
@@ -167,9 +221,28 @@ class OwnCacheModel(nn.Module):
         x2, residual = add_rmsnorm(a, x, layer.post_weight, layer.post_eps)
         return residual + layer.mlp(x2)
 
+    def _folded_layer(self, i: int, x: torch.Tensor) -> torch.Tensor:
+        """Decoder layer ``i`` for one token x [1, hidden] at ``position``, in 6 launches: q/k/v with the input
+        RMSNorm; q/k norm + RoPE + the cache write; attention (and its combine when split); o_proj with the residual
+        add; gate/up with the post-attention RMSNorm and the SwiGLU; down with the residual add."""
+        layer = self.layers[i]
+        attn = layer.self_attn
+        D, tuned = attn.head_dim, self.stage == "tune"
+        q, k, v = decode_gemv(x, attn.qkv.weight, norm_weight=layer.input_weight, eps=layer.input_eps,
+                              tuned=tuned).split(attn.qkv.out_features, dim=-1)
+        q = rmsnorm_rope_cache(q.view(1, -1, D), k.view(1, -1, D), v.view(1, -1, D), attn.q_weight, attn.k_weight,
+                               attn.eps, self.cos, self.sin, self.keys[i, 0], self.values[i, 0], self.position)
+        out = decode_attention(q, self.keys[i], self.values[i], scale=attn.scaling, kv_len=self.kv_len)
+        h = decode_gemv(out.view(1, -1), attn.o_proj.weight, residual=x, tuned=tuned)
+        act = decode_gemv(h, layer.mlp.gate_up.weight, norm_weight=layer.post_weight, eps=layer.post_eps, gated=True,
+                          tuned=tuned)
+        return decode_gemv(act, layer.mlp.down.weight, residual=h, tuned=tuned)
+
     def _logits(self, ids: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
         """Logits [1, 1, vocab] of the last of ``ids`` [1, S], the first at ``position[0]``, writing their keys and
         values into the cache."""
+        if self.stage == "cache" and ids.shape[1] == 1:  # the rotary rows of this step's position
+            self.step_cos, self.step_sin = self.cos.index_select(0, position)[None], self.sin.index_select(0, position)[None]
         x = F.embedding(ids, self.embed)
         for i in range(len(self.layers)):
             x = self._layer(i, x, position)
@@ -190,10 +263,23 @@ class OwnCacheModel(nn.Module):
         self.kv_len.fill_(P + 1)
         self.out.zero_()
         self.out[P] = self.token[0, 0]
+        self.x.copy_(F.embedding(self.token[0], self.embed))
+        self.key.fill_(ARGMAX_EMPTY)
 
     @torch.inference_mode()
     def step(self) -> None:
         """One decode step on the device: the token at ``position`` in, the next one stored at position + 1."""
+        if self.stage in ("fold", "tune"):
+            x = self.x
+            for i in range(len(self.layers)):
+                x = self._folded_layer(i, x)
+            decode_gemv(x, self.lm_head.weight, norm_weight=self.norm_weight, eps=self.norm_eps,
+                        argmax_key=self.key, tuned=self.stage == "tune")
+            hidden = self.x.shape[1]
+            record(advance_kernel)
+            advance_kernel[(1,)](self.key, self.token, self.position, self.kv_len, self.out, self.embed, self.x,
+                                 hidden, BLOCK=triton.next_power_of_2(hidden))
+            return
         logits = self._logits(self.token, self.position)
         nxt = logits[:, -1].argmax(dim=-1, keepdim=True)
         self.position.add_(1)

@@ -5,6 +5,8 @@ import torch
 from slower_harness import compare, decoders, env, patching
 from slower_harness.model import make_prompt
 
+import slower_kernels
+
 
 def test_decoders_reject_what_they_cannot_do(tiny):
     ids = make_prompt(4, vocab_size=tiny.config.vocab_size)
@@ -66,10 +68,11 @@ def test_graph_decoder_rejects_bad_input(tiny):
             decoders.GraphDecoder(tiny, max_len=8, use_graph=True)
 
 
-def test_our_own_kv_cache_decodes_the_originals_greedy_tokens(tiny32):
-    """The decode step of our own (the fast layers over our own KV cache, position and argmax on the device),
-    eager and, on a GPU, replayed from a CUDA graph, generates the original's greedy tokens in fp32 up to its first
-    near-tie, and leaves the model as it was."""
+@pytest.mark.parametrize("decoder", decoders.OWN_DECODERS)
+def test_our_own_kv_cache_decodes_the_originals_greedy_tokens(tiny32, decoder):
+    """The decode step of our own (the fast layers over our own KV cache, position and argmax on the device), at
+    every stage, eager and, on a GPU, replayed from a CUDA graph, generates the original's greedy tokens in fp32 up
+    to its first near-tie, and leaves the model as it was."""
     from transformers import GenerationConfig
 
     prompt, n = make_prompt(7, vocab_size=tiny32.config.vocab_size), 8
@@ -83,12 +86,47 @@ def test_our_own_kv_cache_decodes_the_originals_greedy_tokens(tiny32):
     assert clear >= 4 and len(set(expected)) > n // 2, "the reference is no test of the decode steps"
     modules = [type(m).__name__ for m in tiny32.modules()]
     for graphed in [False] + [True] * env.HAS_GPU:
-        decoder = decoders.OwnCacheDecoder(tiny32, max_len=16, use_graph=graphed)
-        got = decoder.generate(prompt, n)[0].cpu().tolist()
+        own = decoders.OwnCacheDecoder(tiny32, max_len=16, use_graph=graphed, stage=decoders.OWN_DECODERS[decoder])
+        got = own.generate(prompt, n)[0].cpu().tolist()
         assert got[:clear] == expected[:clear], f"graphed={graphed}"
-        again = decoder.generate(prompt, 5)[0].cpu().tolist()  # a second generation restarts from the prompt
+        again = own.generate(prompt, 5)[0].cpu().tolist()  # a second generation restarts from the prompt
         assert again[:min(clear, 5)] == expected[:min(clear, 5)]
     assert [type(m).__name__ for m in tiny32.modules()] == modules
+
+
+def test_every_stage_of_our_own_step_decodes_the_fast_models_tokens_in_fp16(tiny32):
+    """In fp16, where every rounding shows: each stage of our own step generates the greedy tokens of the fast model
+    decoding eagerly in transformers' static cache, exactly on the CPU (the interpreter sums in one order) and up to
+    the first near-tie on a GPU, where a tuned tile may sum in another; in the launches per token each stage
+    promises."""
+    model = tiny32.to(torch.float16)
+    try:
+        prompt, n = make_prompt(7, vocab_size=model.config.vocab_size), 10
+        with patching.patched(model, **patching.ALL_FAST):
+            eager = decoders.GraphDecoder(model, max_len=20, use_graph=False)
+            expected = eager.generate(prompt, n)[0].cpu().tolist()
+        assert len(set(expected)) > n // 2, "the reference is no test of the decode steps"
+        layers = model.config.num_hidden_layers
+        # our kernels per token: 9 per layer and the final norm and lm_head, then 6 per layer and 2 once folded
+        per_token = {"cache": 9 * layers + 2, "write": 9 * layers + 2, "fold": 6 * layers + 2, "tune": 6 * layers + 2}
+        for decoder, stage in decoders.OWN_DECODERS.items():
+            own = decoders.OwnCacheDecoder(model, max_len=20, use_graph=False, stage=stage)
+            got = own.generate(prompt, n)[0].cpu().tolist()
+            if env.HAS_GPU:
+                assert got[:3] == expected[:3], decoder
+            else:
+                assert got == expected, decoder
+            with slower_kernels.count_launches() as launches:
+                own.own.step()
+            assert sum(launches.values()) == per_token[stage], (decoder, launches)
+            if env.HAS_GPU and stage in ("fold", "tune"):  # and no PyTorch kernel besides: every kernel is ours
+                with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+                    own.own.step()
+                    torch.cuda.synchronize()
+                kernels = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+                assert len(kernels) == per_token[stage], (decoder, kernels)
+    finally:
+        tiny32.to(torch.float32)
 
 
 def test_our_own_kv_cache_refuses_what_does_not_fit(tiny):
