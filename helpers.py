@@ -46,22 +46,25 @@ from slower_harness.results import (  # noqa: F401
 # (timing_order.py).
 from slower_harness.timing_order import PROFILED_BY  # noqa: F401
 from slower_harness.clocks import (  # noqa: F401
-    CLOCK_LABELS, GPU_REP_MS, GRAPH_GAP_KERNELS, LaunchPrices, gpu_ms_per_call, graph_kernel_gap_us, host_ms_per_call,
-    host_us_alone, launch_prices, launches_per_call, ms_per_call)
+    CLOCK_LABELS, GPU_REP_MS, GRAPH_GAP_KERNELS, LaunchPrices, cold_copies, cold_gpu_us, copy_gpu_us, gpu_ms_per_call,
+    graph_kernel_gap_us, graph_us_per_launch, host_ms_per_call, host_us_alone, launch_prices, launches_per_call,
+    ms_per_call)
 
 # The model, its prompt, and how it generates (model.py, decoders.py).
 from slower_harness.model import PROMPT_TEXT, load_model, make_prompt, module_census, random_qwen3  # noqa: F401
-from slower_harness.decoders import DECODERS, GraphDecoder, OwnCacheDecoder, decoder_for, generate  # noqa: F401
+from slower_harness.decoders import (  # noqa: F401
+    DECODERS, OWN_DECODERS, GraphDecoder, OwnCacheDecoder, decoder_for, generate)
 
 # Our kernels in the model, and the configurations the chapters compare (patching.py).
 from slower_harness.patching import (  # noqa: F401
-    ALL_CUSTOM, ALL_FAST, ATTENTION_NAMES, BESIDE_STAIRCASE, FLOOR_STAIRCASE, PROJECTION_GROUPS, STAIRCASE, generate_with, patched,
-    split_config)
+    ALL_CUSTOM, ALL_FAST, ATTENTION_NAMES, BESIDE_STAIRCASE, FLOOR_STAIRCASE, PROJECTION_GROUPS, STAIRCASE,
+    generate_with, patched, split_config)
 
 # Where a token's time goes: module calls captured and priced (capture.py), decode profiles, one step on a
 # time axis, the weight-read floor (profiles.py, timeline.py), and the launch budget (budget.py).
 from slower_harness.capture import capture_module_calls, count_module_calls  # noqa: F401
-from slower_harness.profiles import bandwidth, step_timeline  # noqa: F401
+from slower_harness.profiles import (  # noqa: F401
+    KERNEL_FAMILIES, PYTORCH_FAMILY, bandwidth, decode_breakdown, kernel_family, step_timeline)
 from slower_harness.timeline import (  # noqa: F401
     BUSY_US, HOST_LAUNCH_NAMES, SPAN_US, TIMELINE_LANES, plot_timelines, timeline_from_trace, timeline_summary)
 from slower_harness.budget import (  # noqa: F401

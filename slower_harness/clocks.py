@@ -57,8 +57,8 @@ def _device_kernels(prof) -> list[tuple[str, float]]:
             if e.device_type == torch.autograd.DeviceType.CUDA and not e.name.startswith(skip)]
 
 
-def kernel_stats(fn) -> tuple[int, float]:
-    """(kernels launched, summed GPU ms) while ``fn`` runs, from torch.profiler's CUDA activity."""
+def kernel_events(fn) -> list[tuple[str, float]]:
+    """(name, GPU µs) of every kernel the GPU ran while ``fn`` ran, from torch.profiler's CUDA activity."""
     if not timing_order.PROFILED_BY:  # the callers name themselves (``profiled``); a caller that did not is still noted
         profiled("torch.profiler")
     with warnings.catch_warnings():  # "Profiler clears events at the end of each cycle": expected here
@@ -66,7 +66,12 @@ def kernel_stats(fn) -> tuple[int, float]:
         with profile(activities=[ProfilerActivity.CUDA]) as prof:  # device activity only: cheap bookkeeping
             fn()
             sync()
-    events = _device_kernels(prof)
+    return _device_kernels(prof)
+
+
+def kernel_stats(fn) -> tuple[int, float]:
+    """(kernels launched, summed GPU ms) while ``fn`` runs, from torch.profiler's CUDA activity."""
+    events = kernel_events(fn)
     return len(events), sum(us for _, us in events) / 1e3
 
 
@@ -251,3 +256,55 @@ def launch_prices(calls: int | None = None) -> LaunchPrices:
     triton_ms = host_ms_per_call(lambda: slower_kernels.empty(x), calls)
     torch_ms = host_ms_per_call(lambda: x.add_(1), calls)
     return LaunchPrices(triton_ms * 1e3, torch_ms * 1e3, calls)
+
+
+def graph_us_per_launch(launches: list, replays: int = 7) -> float:
+    """GPU µs per launch of ``launches`` (callables, one kernel each), captured in order in one CUDA graph: the
+    median of ``replays`` replays (CUDA events) over the number of launches, the gaps between kernels included,
+    as a decode step's graph pays them."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for f in launches:  # compiles, and warms the allocator's pool
+            f()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for f in launches:
+            f()
+    graph.replay()
+    times = []
+    for _ in range(replays):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e3 / len(launches))
+    return statistics.median(times)
+
+
+def cold_copies(t: torch.Tensor, l2_fills: int = 4) -> list:
+    """``t`` and copies of it, enough for all of them to fill the GPU's L2 cache ``l2_fills`` times (at least 2):
+    a call that walks them in turn reads each from memory, as a decode step reads a weight the 1.2 GB since its
+    last read have pushed out of the cache."""
+    l2 = torch.cuda.get_device_properties(t.device).L2_cache_size
+    n = max(2, -(-l2_fills * l2 // (t.numel() * t.element_size())))
+    return [t] + [t.clone() for _ in range(n - 1)]
+
+
+def cold_gpu_us(call, operands: list, launches: int = 32) -> float:
+    """GPU µs per ``call(operand)``, cycling through ``operands`` (``cold_copies`` of a weight) in one CUDA graph of
+    at least ``launches`` calls (``graph_us_per_launch``). ``do_bench_cudagraph`` replays one call on one operand,
+    which the L2 cache then serves: a weight of a few MiB would read at the cache's speed, not memory's."""
+    n = max(launches, len(operands))
+    return graph_us_per_launch([lambda o=operands[i % len(operands)]: call(o) for i in range(n)])
+
+
+def copy_gpu_us(nbytes: int, device, launches: int = 32) -> float:
+    """GPU µs of a device-to-device copy that moves ``nbytes`` (reads half, writes half), over buffers that do not
+    fit the L2 cache, as ``cold_gpu_us``: the copy bandwidth at that size is nbytes / this."""
+    src = cold_copies(torch.empty(max(1, nbytes // 4), dtype=torch.float16, device=device))
+    dst = [torch.empty_like(s) for s in src]
+    n = max(launches, len(src))
+    return graph_us_per_launch([lambda i=i: dst[i % len(src)].copy_(src[i % len(src)]) for i in range(n)])

@@ -314,14 +314,16 @@ def profile_configs(comparison: Comparison, model, names=None) -> dict:
         raise ValueError(f"names: {unknown} are not configurations of this comparison; choose from {list(every)}")
     if comparison.new_tokens < 2:
         raise ValueError("profile_configs: counting per decoded token needs a comparison with new_tokens >= 2")
-    n = max(2, min(comparison.new_tokens, env.SIZES.profile_tokens))  # per-token counts do not depend on it
+    # a few tokens are profiled, from a decoder built for the rounds' length: a graph decoder's attention splits
+    # its keys by the length of its cache, so a shorter cache could change the count of kernels per token
+    n = max(2, min(comparison.new_tokens, env.SIZES.profile_tokens))
     for name in names:
         kwargs, decoder, use_cache = split_config(every[name])
         with patched(model, **kwargs):
             # generate() is warm from the rounds; a graph decoder is built afresh here, and its first run captures
             # (the warm-up kernels of a capture would count in the n-token run and not in the 1-token one)
             comparison.counts[name] = count_decode(model, comparison.ids, n, use_cache, decoder,
-                                                   warm=decoder != "generate")
+                                                   warm=decoder != "generate", max_new_tokens=comparison.new_tokens)
     comparison.profiled_tokens = n
     for calls in comparison.module_calls.values():  # after the rounds, as the decode profiles
         count_module_calls(calls)

@@ -98,6 +98,8 @@ class Sizes:
     matmul_decode_shape: tuple
     kv_lengths: tuple          # chapter 1's KV-cache steps: one decode step after this many generated tokens
     rounds_kv: int             # rounds of that sweep (even: every shuffled order also runs backwards)
+    new_tokens_decode: int = 8  # chapter 10: tokens per timed generation, long enough that decode outweighs prefill
+    rounds_decode: int = 2      # chapter 10's rounds: each holds the original's long eager generations twice
     attention_blog_shape: dict = field(default_factory=dict)
     attention_qwen_shape: dict = field(default_factory=dict)
 
@@ -116,7 +118,7 @@ SIZES_BY_MODE = {
         rmsnorm_hidden=1024, rmsnorm_rows=512, rmsnorm_decode_rows=1,
         rmsnorm_sweep_rows=(1, 4, 16, 64, 256, 1024, 4096, 16384, 32768, 65536),
         matmul_shape=(128, 1024, 3072), matmul_decode_shape=(1, 1024, 3072),
-        kv_lengths=(32, 128, 512), rounds_kv=4,
+        kv_lengths=(32, 128, 512), rounds_kv=4, new_tokens_decode=128, rounds_decode=8,
         attention_blog_shape=dict(B=1, Hq=16, Hkv=16, S=1, T=512, D=64),
         attention_qwen_shape=dict(B=1, Hq=16, Hkv=8, S=1, T=512, D=128)),
     "quick": Sizes(
@@ -125,6 +127,7 @@ SIZES_BY_MODE = {
         add_n=2**16, add_sweep=tuple(2**k for k in range(12, 21, 4)),
         rmsnorm_hidden=1024, rmsnorm_rows=64, rmsnorm_decode_rows=1, rmsnorm_sweep_rows=(1, 16, 256, 16384),
         matmul_shape=(64, 1024, 1024), matmul_decode_shape=(1, 1024, 1024), kv_lengths=(32, 128), rounds_kv=4,
+        new_tokens_decode=32, rounds_decode=3,
         attention_blog_shape=dict(B=1, Hq=16, Hkv=16, S=1, T=128, D=64),
         attention_qwen_shape=dict(B=1, Hq=16, Hkv=8, S=1, T=128, D=128)),
     "cpu": Sizes(
@@ -133,6 +136,7 @@ SIZES_BY_MODE = {
         add_n=2**12, add_sweep=(2**8, 2**10, 2**12, 2**14),
         rmsnorm_hidden=64, rmsnorm_rows=16, rmsnorm_decode_rows=1, rmsnorm_sweep_rows=(1, 4, 16, 64, 256),
         matmul_shape=(16, 64, 128), matmul_decode_shape=(1, 64, 128), kv_lengths=(4, 16), rounds_kv=2,
+        new_tokens_decode=8, rounds_decode=2,
         attention_blog_shape=dict(B=1, Hq=4, Hkv=4, S=1, T=32, D=16),
         attention_qwen_shape=dict(B=1, Hq=4, Hkv=2, S=1, T=32, D=16)),
 }

@@ -1,5 +1,6 @@
-"""Where a decoded token's time goes: its kernels and GPU-busy time per token (``count_decode``), one step on a time
-axis (``step_timeline``), and its weight bytes against the bandwidth (``bandwidth``)."""
+"""Where a decoded token's time goes: its kernels and GPU-busy time per token (``count_decode``), by family of kernel
+(``decode_breakdown``), one step on a time axis (``step_timeline``), and its weight bytes against the bandwidth
+(``bandwidth``)."""
 from __future__ import annotations
 
 from slower_harness import env  # first: it settles TRITON_INTERPRET before Triton loads
@@ -15,7 +16,9 @@ from torch.profiler import ProfilerActivity, profile
 from transformers import DynamicCache
 
 import slower_kernels
-from slower_harness.clocks import kernel_stats, sync
+import pandas as pd
+
+from slower_harness.clocks import kernel_events, kernel_stats, sync
 from slower_harness.decoders import GraphDecoder, decoder_for
 from slower_harness.model import module_census
 from slower_harness.specs import NOMINAL_GB_S
@@ -24,7 +27,7 @@ from slower_harness.timing_order import profiled
 
 
 def count_decode(model, ids: torch.Tensor, n: int, use_cache: bool = True, decoder: str = "generate",
-                  warm: bool = True) -> tuple:
+                  warm: bool = True, max_new_tokens: int | None = None) -> tuple:
     """What one decoded token launches and keeps the GPU busy for, prefill excluded (an ``n``-token
     generation minus a 1-token one): (every CUDA kernel or None, GPU-busy ms or None, our Triton launches).
     Under a CUDA graph the kernels are the graph's (the profiler sees them run; the host launched one graph),
@@ -32,12 +35,13 @@ def count_decode(model, ids: torch.Tensor, n: int, use_cache: bool = True, decod
     the same two generations (our launch counter is Python, the profiler records the GPU's kernels).
     ``warm`` runs one untimed generation first (first compiles, an autotuner's trial launches, and a graph
     decoder's capture, which its first run makes); only ``generate()`` right after it has generated
-    (``compare_configs``' rounds) may skip it.
+    (``compare_configs``' rounds) may skip it. ``max_new_tokens``: the length a graph decoder's cache is built for
+    (default ``n``), as in the timed runs.
 
     Counts only, no wall time: the profiler's bookkeeping slows the host, and wall time per token comes
     from ``compare_configs``' own shuffled rounds (``Comparison.profile``)."""
     profiled("a decode profile (profile_configs, count_decode)")
-    run = decoder_for(model, ids, n, decoder, use_cache)
+    run = decoder_for(model, ids, max(n, max_new_tokens or n), decoder, use_cache)
     if warm:
         run(n)  # every shape met once (and a graph captured, a compiled step compiled)
     steps = n - 1
@@ -58,6 +62,45 @@ def count_decode(model, ids: torch.Tensor, n: int, use_cache: bool = True, decod
                            "GPU ms) for 1: a profile lost GPU events (with TEARDOWN_CUPTI=1 set, a profile that starts "
                            "while the last one's teardown is pending can: pytorch/kineto#1554; unset it)")
     return (ln - l1) / steps, (gn - g1) / steps, ours
+
+
+# --- A decoded token's kernels by family -------------------------------------------------------------
+# (family, the kernel names it holds): our Triton kernels by what they do; every other kernel is PyTorch's
+KERNEL_FAMILIES = (
+    ("projections (gemv)", ("gemv_kernel", "decode_gemv_kernel")),
+    ("attention", ("decode_attention_kernel", "decode_combine_kernel")),
+    ("q/k norm + RoPE (+ cache write)", ("rmsnorm_rope_kernel", "rmsnorm_rope_cache_kernel")),
+    ("RMSNorms, residual adds, SwiGLU", ("rmsnorm_fused_kernel", "add_rmsnorm_kernel", "swiglu_kernel")),
+    ("next-token bookkeeping", ("advance_kernel",)),
+)
+PYTORCH_FAMILY = "PyTorch kernels (cache, adds, copies, argmax)"
+
+
+def kernel_family(name: str) -> str:
+    """The family (``KERNEL_FAMILIES``) of a kernel, by its name as the profiler reports it."""
+    return next((family for family, names in KERNEL_FAMILIES if name in names), PYTORCH_FAMILY)
+
+
+def decode_breakdown(model, ids: torch.Tensor, n: int, decoder: str = "generate",
+                     max_new_tokens: int | None = None) -> pd.DataFrame:
+    """Kernels and GPU µs per decoded token by family (``kernel_family``), rows in ``KERNEL_FAMILIES``' order: an
+    ``n``-token generation with ``decoder`` minus a 1-token one, over n - 1, after one untimed generation (compiles,
+    captures); a graph decoder's cache built for ``max_new_tokens`` (default n). GPU only (None in CPU mode): the
+    interpreter's kernels leave no GPU trace."""
+    if not env.HAS_GPU:
+        return None
+    profiled("a decode breakdown (decode_breakdown)")
+    run = decoder_for(model, ids, max(n, max_new_tokens or n), decoder)
+    run(n)
+    long, short = (pd.DataFrame(kernel_events(lambda k=k: run(k)), columns=["name", "us"]) for k in (n, 1))
+    per_token = []
+    for df in (long, short):
+        df["family"] = df["name"].map(kernel_family)
+        per_token.append(df.groupby("family")["us"].agg(["count", "sum"]))
+    diff = per_token[0].sub(per_token[1], fill_value=0) / (n - 1)
+    order = [family for family, _ in KERNEL_FAMILIES] + [PYTORCH_FAMILY]
+    return diff.reindex([f for f in order if f in diff.index]).rename(
+        columns={"count": "kernels per token", "sum": "GPU µs per token"})
 
 
 # --- One decode step on a time axis: the host's launches against the GPU's kernels ---------------

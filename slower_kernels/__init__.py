@@ -26,7 +26,7 @@ INTERPRET: bool = bool(triton.knobs.runtime.interpret)  # True when kernels run 
 from .add import add, empty  # noqa: E402
 from .attention import attention_slow, attention_torch_ops  # noqa: E402
 from .configs import DEFAULT_TILE, TILE_CONFIGS, TileConfig  # noqa: E402
-from .decode_gemv import DecodeGemvConfig, decode_gemv  # noqa: E402
+from .folded_gemv import DecodeGemvConfig, decode_gemv  # noqa: E402
 from .decoder import STAGES, OwnCacheModel, rmsnorm_rope_cache  # noqa: E402
 from .fast_attention import decode_attention, prefill_attention  # noqa: E402
 from .fused import add_rmsnorm, add_rmsnorm_, rmsnorm_rope, rope, swiglu, swiglu_packed  # noqa: E402

@@ -53,7 +53,7 @@ from .fused import (
     swiglu_kernel,
     swiglu_num_warps,
 )
-from .decode_gemv import decode_gemv_kernel, decode_projections, rule_config, tuned_table, variant_flags
+from .folded_gemv import decode_gemv_kernel, decode_projections, rule_config, tuned_table, variant_flags
 from .decoder import advance_kernel, rmsnorm_rope_cache_kernel
 from .gemv import gemv_config, gemv_kernel
 from .matmul import matmul_kernel

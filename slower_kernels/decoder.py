@@ -16,7 +16,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from .fast_attention import decode_attention, prefill_attention
-from .decode_gemv import ARGMAX_EMPTY, decode_gemv
+from .folded_gemv import ARGMAX_EMPTY, decode_gemv
 from .fused import add_rmsnorm, rmsnorm_rope, rope_num_warps
 from .gemv import GemvLinear
 from .launches import record
@@ -147,7 +147,7 @@ class OwnCacheModel(nn.Module):
     State on the device: ``token`` [1, 1] (the token the next step reads), ``position`` [1] (its position),
     ``kv_len`` [1] (keys in the cache once it is written: position + 1) and ``out`` [max_len] (every generated
     token, by position). ``prefill(ids)`` runs the prompt and leaves its next token in place; ``step()`` decodes
-    one token and advances, without a host synchronisation. Shares the model's weights (the fused q/k/v and
+    one token and advances, without a host synchronisation, and keeps its logits as ``last_logits`` [1, vocab]. Shares the model's weights (the fused q/k/v and
     gate/up weights are copies made once, as ``FastDecoderLayer`` makes them); the model itself is not modified.
 
     ``stage`` (``STAGES``), each one fix over the one before, for the same tokens:
@@ -267,20 +267,29 @@ class OwnCacheModel(nn.Module):
         self.key.fill_(ARGMAX_EMPTY)
 
     @torch.inference_mode()
+    def set_next(self, token: int) -> None:
+        """Make ``token`` the one the next step reads, in place of the prefill's own pick (a step given the same
+        tokens as another model, to compare their logits); ``last_logits`` then holds that step's logits."""
+        self.token.fill_(token)
+        self.out[self.position] = token
+        self.x.copy_(F.embedding(self.token[0], self.embed))
+
+    @torch.inference_mode()
     def step(self) -> None:
         """One decode step on the device: the token at ``position`` in, the next one stored at position + 1."""
         if self.stage in ("fold", "tune"):
             x = self.x
             for i in range(len(self.layers)):
                 x = self._folded_layer(i, x)
-            decode_gemv(x, self.lm_head.weight, norm_weight=self.norm_weight, eps=self.norm_eps,
-                        argmax_key=self.key, tuned=self.stage == "tune")
+            self.last_logits = decode_gemv(x, self.lm_head.weight, norm_weight=self.norm_weight, eps=self.norm_eps,
+                                           argmax_key=self.key, tuned=self.stage == "tune")  # [1, vocab]
             hidden = self.x.shape[1]
             record(advance_kernel)
             advance_kernel[(1,)](self.key, self.token, self.position, self.kv_len, self.out, self.embed, self.x,
                                  hidden, BLOCK=triton.next_power_of_2(hidden))
             return
         logits = self._logits(self.token, self.position)
+        self.last_logits = logits[:, -1]  # [1, vocab]
         nxt = logits[:, -1].argmax(dim=-1, keepdim=True)
         self.position.add_(1)
         self.kv_len.add_(1)

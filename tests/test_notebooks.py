@@ -10,7 +10,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 import sync_notebooks  # noqa: E402
 
 CHAPTERS = ["01_setup", "02_add_kernel", "03_rmsnorm_unfusing", "04_matmul_tiles", "05_attention",
-            "06_full_stack", "07_context_sweep", "08_lessons", "09_faster_on_purpose"]
+            "06_full_stack", "07_context_sweep", "08_lessons", "09_faster_on_purpose", "10_close_to_the_floor"]
 FIX = "fix with: python tools/sync_notebooks.py"
 
 

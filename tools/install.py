@@ -1,7 +1,8 @@
 """Install what the series (or, with --test, the test command) needs and this Python lacks.
 
-    python tools/install.py          # what tools/run_series.py needs (it calls this itself)
-    python tools/install.py --test   # also the test runners, the notebook toolchain and nbmake's kernel
+    python tools/install.py              # what the chapters need
+    python tools/install.py --notebooks  # also nbmake and its kernel: what tools/run_series.py needs (it calls this)
+    python tools/install.py --test       # also the test runners, the notebook toolchain and the website
 
 Both commands of the README call this first. What it does:
 
@@ -10,7 +11,8 @@ Both commands of the README call this first. What it does:
 * **PyTorch missing, no GPU**: a CPU build of PyTorch (a few hundred MB instead of several GB of CUDA
   libraries) from PyTorch's CPU wheel index, or from a local wheel that pip already finds (its
   ``--find-links``), plus Triton for its interpreter; all at the pinned versions.
-* **Everything else** in ``requirements.txt`` (and ``requirements-test.txt`` with --test) that is absent or
+* **Everything else** in ``requirements.txt`` (``requirements-notebooks.txt`` with --notebooks,
+  ``requirements-test.txt`` with --test) that is absent or
   outside its range; where PyTorch was missing, or under ``CI=true`` on a machine without a GPU, all of
   it at the pinned versions, so that a fresh environment and CI run what the pins say.
 
@@ -44,6 +46,7 @@ sys.path.insert(0, str(ROOT))
 import colab_setup  # noqa: E402
 
 REQUIREMENTS = ROOT / "requirements.txt"
+NOTEBOOK_REQUIREMENTS = ROOT / "requirements-notebooks.txt"
 TEST_REQUIREMENTS = ROOT / "requirements-test.txt"
 CONSTRAINTS = ROOT / "constraints-ci.txt"
 # SLOWER_VERSIONS -> the constraints file those versions are pinned in (None: the newest that the ranges admit)
@@ -123,13 +126,14 @@ def install_kernel() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--notebooks", action="store_true", help="also nbmake and its kernel (tools/run_series.py)")
     parser.add_argument("--test", action="store_true", help="also what the test command needs")
     args = parser.parse_args(argv)
     if platform.system() != "Linux":
         print(f"warning: {platform.system()} has no Triton wheels; use Colab or Linux (see the README)")
     ci = os.environ.get("CI") == "true"
     gpu = gpu_present()
-    reqs = TEST_REQUIREMENTS if args.test else REQUIREMENTS
+    reqs = TEST_REQUIREMENTS if args.test else NOTEBOOK_REQUIREMENTS if args.notebooks else REQUIREMENTS
     chosen = versions()
     constraints = VERSIONS[chosen]
     # A fresh environment gets the pinned stack throughout, and so does CPU CI (it tests what the pins
@@ -149,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         if missing:
             print("installing what is missing:", " ".join(missing))
             pip("--quiet", *missing)
-    if args.test:
+    if args.test or args.notebooks:
         install_kernel()
     return 0
 

@@ -38,6 +38,7 @@ CHAPTERS = {
     "07_context_sweep": "Does the slowdown hold from 128 to 1024 prompt tokens? Prefill versus decode",
     "08_lessons": "What the numbers taught, side by side with the blog's T4, and what to optimise first",
     "09_faster_on_purpose": "Faster on purpose: the speed won back one fix at a time, against the original and transformers' compiled path",
+    "10_close_to_the_floor": "Close to the floor: our own KV cache and decode step, the small kernels folded into the projections, tiles measured per shape",
 }
 
 
@@ -151,7 +152,8 @@ def run_section() -> str:
     lines += ["", f"Chapters 1-8: {sum(main):.0f} s" + "".join(f"; {x}" for x in later) + "."]
     sizes = _sizes(h200)
     if sizes:
-        lines[-1] += f" Its tokens/s comparisons timed {sizes[0]}-token generations in {sizes[1]} shuffled rounds."
+        lines[-1] += (f" Its tokens/s comparisons timed {sizes[0]}-token generations in {sizes[1]} shuffled rounds"
+                      + (" (chapter 10's decode staircase: longer ones, SIZES.new_tokens_decode)." if later[1:] else "."))
         sys.path.insert(0, str(ROOT))
         import helpers  # the sizes the code uses now, to say when the committed run predates them
 

@@ -52,7 +52,7 @@ def main() -> int:
     parser.add_argument("--cell-timeout", type=int, default=3600, help="seconds one cell may take")
     args = parser.parse_args()
 
-    subprocess.run([sys.executable, str(ROOT / "tools" / "install.py"), "--test"], check=True)  # nbmake, its kernel
+    subprocess.run([sys.executable, str(ROOT / "tools" / "install.py"), "--notebooks"], check=True)  # nbmake, its kernel
     if args.commit:
         os.environ["SLOWER_RESULTS_ROOT"] = str(ROOT / "figures")
     try:
@@ -72,7 +72,7 @@ def main() -> int:
     executed.mkdir(parents=True, exist_ok=True)
     print(f"results and figures go to {os.path.relpath(helpers.RESULTS_DIR, ROOT)}/, "
           f"the executed chapters to {os.path.relpath(executed, ROOT)}/")
-    kernels = install.KERNELS / "share" / "jupyter"  # where install.py --test put nbmake's kernel
+    kernels = install.KERNELS / "share" / "jupyter"  # where install.py --notebooks put nbmake's kernel
     jupyter_path = os.pathsep.join(p for p in (str(kernels), os.environ.get("JUPYTER_PATH")) if p)
     env = dict(os.environ, SLOWER_MODE=helpers.MODE, SLOWER_RESULTS_ROOT=str(helpers.RESULTS_ROOT),
                JUPYTER_PATH=jupyter_path)

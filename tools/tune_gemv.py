@@ -9,19 +9,17 @@ step folds into it. For each, every candidate tile (``candidates``) is first che
 then timed; the fastest goes into the table, keyed by the GPU's name: another GPU keeps ``gemv``'s rule until this
 is run on it.
 
-Clock: GPU time. One CUDA graph holds R launches back to back over C copies of the weight, C large enough that
-the copies fill the L2 cache four times: every launch reads its weight from memory, as in a decode step, where
-1.2 GB pass between two reads of one matrix. Time per launch = median of 7 replays / R (CUDA events), gaps between
-launches included, as a graph of the decode step pays them. The same graph of copies that move as many bytes
-(read half, write half) gives the copy bandwidth at that size; 256 MiB copies give the large-copy bandwidth.
-(``triton.testing.do_bench_cudagraph`` replays one launch on one weight, which the L2 cache then serves.)
+Clock: GPU time (``helpers.cold_gpu_us``): one CUDA graph of launches back to back over copies of the weight that
+fill the L2 cache four times, so every launch reads its weight from memory, as in a decode step, where 1.2 GB pass
+between two reads of one matrix; the gaps between launches included, as a graph of the decode step pays them. The
+same graph of copies that move as many bytes (read half, write half, ``helpers.copy_gpu_us``) gives the copy
+bandwidth at that size; copies of 256 MiB give the large-copy bandwidth.
 """
 from __future__ import annotations
 
 import argparse
 import csv
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -40,7 +38,7 @@ def candidates(N: int, K: int, variant: str, sm_count: int) -> list:
     (Triton's num_stages changed no time here by more than 2%: it stays 1.)"""
     import triton
 
-    from slower_kernels.decode_gemv import DecodeGemvConfig
+    from slower_kernels.folded_gemv import DecodeGemvConfig
 
     rows = 2 if "gated" in variant else 1
     out = []
@@ -56,33 +54,6 @@ def candidates(N: int, K: int, variant: str, sm_count: int) -> list:
     return out
 
 
-def per_launch_us(launches: list, replays: int = 7) -> float:
-    """GPU microseconds per launch: ``launches`` (callables, one kernel each) captured in one CUDA graph, replayed."""
-    import torch
-
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for f in launches:  # compiles, and warms the allocator's pool
-            f()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for f in launches:
-            f()
-    graph.replay()
-    times = []
-    for _ in range(replays):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3 / len(launches))
-    del graph
-    return statistics.median(times)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--commit", action="store_true", help="write figures/<gpu>/gemv_bandwidth.csv (tracked)")
@@ -93,7 +64,7 @@ def main() -> int:
 
     import helpers
     from slower_kernels import gemv
-    from slower_kernels.decode_gemv import (ARGMAX_EMPTY, TUNED_TABLE, argmax_index, decode_gemv, decode_projections,
+    from slower_kernels.folded_gemv import (ARGMAX_EMPTY, TUNED_TABLE, argmax_index, decode_gemv, decode_projections,
                                             rule_config, variant_flags)
 
     if not helpers.HAS_GPU:
@@ -110,16 +81,12 @@ def main() -> int:
     gen = torch.Generator(device).manual_seed(0)
     started = time.perf_counter()
     best_rows, report, sweep = [], [], []
-    big = [torch.empty(2**27, dtype=dtype, device=device) for _ in range(4)]  # 256 MiB each
-    pairs = [lambda: big[1].copy_(big[0]), lambda: big[3].copy_(big[2])] * 4
-    large_copy = 2 * big[0].numel() * elem / per_launch_us(pairs) / 1e3  # GB/s
-    del big
+    large_copy = 2**29 / helpers.copy_gpu_us(2**29, device) / 1e3  # GB/s: copies of 256 MiB (512 MiB moved)
     for name, (variant, N, K) in shapes.items():
         flags = variant_flags(variant)
         rows = 2 * N if flags["GATED"] else N
         weight_bytes = rows * K * elem
-        copies = max(2, -(-4 * props.L2_cache_size // weight_bytes))
-        ws = [torch.randn(rows, K, generator=gen, device=device, dtype=dtype) / K**0.5 for _ in range(copies)]
+        ws = helpers.cold_copies(torch.randn(rows, K, generator=gen, device=device, dtype=dtype) / K**0.5)
         x = torch.randn(1, K, generator=gen, device=device, dtype=dtype)
         norm = (torch.rand(K, generator=gen, device=device, dtype=dtype) + 0.5) if flags["NORM"] else None
         res = torch.randn(N, generator=gen, device=device, dtype=dtype) if flags["RESIDUAL"] else None
@@ -134,9 +101,6 @@ def main() -> int:
             ref = torch.nn.functional.silu(ref[:, :N]) * ref[:, N:]
         if res is not None:
             ref = ref + res.double()
-        repeat = max(copies, 32)
-        launches = lambda config: [lambda w=ws[i % copies]: decode_gemv(x, w, config=config, **kw)  # noqa: E731
-                                   for i in range(repeat)]
 
         def measure(config) -> float:
             if key is not None:
@@ -148,7 +112,7 @@ def main() -> int:
             if key is not None and argmax_index(key).item() != got.argmax().item():
                 raise AssertionError(f"{name} {config.name}: argmax {argmax_index(key).item()}, "
                                      f"the logits' {got.argmax().item()}")
-            return per_launch_us(launches(config))
+            return helpers.cold_gpu_us(lambda w: decode_gemv(x, w, config=config, **kw), ws)
 
         rule = rule_config(N, K)
         timed = {rule: measure(rule)}
@@ -160,11 +124,8 @@ def main() -> int:
                               **{"GB/s": weight_bytes / us / 1e3, "rule": config == rule}))
         best = min(timed, key=timed.get)
         # chapter 9's gemv over the same (fused) weight, nothing folded
-        ch9 = per_launch_us([lambda w=ws[i % copies]: gemv(x, w) for i in range(repeat)])
-        src = [torch.empty(weight_bytes // 2 // elem, dtype=dtype, device=device) for _ in range(copies)]
-        dst = [torch.empty_like(s) for s in src]
-        copy_us = per_launch_us([lambda i=i: dst[i % copies].copy_(src[i % copies]) for i in range(repeat)])
-        del src, dst, ws
+        ch9 = helpers.cold_gpu_us(lambda w: gemv(x, w), ws)
+        copy_us = helpers.copy_gpu_us(weight_bytes, device)
         best_rows.append(dict(gpu=gpu, variant=variant, N=N, K=K, block_n=best.block_n, block_k=best.block_k,
                               num_warps=best.num_warps, num_stages=best.num_stages, prefetch=best.prefetch, us=round(timed[best], 3),
                               **{"GB/s": round(weight_bytes / timed[best] / 1e3, 1)}))
