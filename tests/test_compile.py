@@ -22,7 +22,8 @@ from slower_kernels import TILE_CONFIGS
 from slower_kernels.aot import DEFAULT_TARGETS, T4_SHARED_MEMORY, compile_specs
 
 ROOT = Path(__file__).resolve().parents[1]
-KERNEL_MODULES = ["add", "rmsnorm", "matmul", "softmax", "attention", "fused", "gemv", "fast_attention", "decoder"]
+KERNEL_MODULES = ["add", "rmsnorm", "matmul", "softmax", "attention", "fused", "gemv", "fast_attention", "decoder",
+                  "folded_gemv"]
 KERNEL_NAMES = {  # the names count_launches() reports, as the contract lists them
     "add_kernel",
     "empty_kernel",
@@ -36,7 +37,9 @@ KERNEL_NAMES = {  # the names count_launches() reports, as the contract lists th
     "rope_kernel",
     "rmsnorm_rope_kernel",
     "rmsnorm_rope_cache_kernel",
+    "advance_kernel",
     "gemv_kernel",
+    "decode_gemv_kernel",
     "decode_attention_kernel",
     "decode_combine_kernel",
     "prefill_attention_kernel",

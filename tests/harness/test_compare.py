@@ -197,18 +197,20 @@ def test_profile_configs_refuses_names_it_did_not_compare(tiny, monkeypatch):
 
 def test_profiling_warms_a_decoder_built_afresh(tiny, monkeypatch):
     """generate() is warm from the rounds; a graph decoder is built anew for the profile and captures on its first
-    run, whose capture kernels must not be counted as a decoded token's (they were, once: 716 kernels, not 499)."""
-    seen = {}
+    run, whose capture kernels must not be counted as a decoded token's (they were, once: 716 kernels, not 499); its
+    cache is as long as the rounds' (a graph decoder's attention splits its keys by the cache's length)."""
+    seen, lengths = {}, set()
     count = compare.count_decode
 
-    def spy(model, ids, n, use_cache=True, decoder="generate", warm=True):
+    def spy(model, ids, n, use_cache=True, decoder="generate", warm=True, max_new_tokens=None):
         seen[decoder] = warm
-        return count(model, ids, n, use_cache, decoder, warm)
+        lengths.add(max_new_tokens)
+        return count(model, ids, n, use_cache, decoder, warm, max_new_tokens)
 
     monkeypatch.setattr(compare, "count_decode", spy)
     result = compare.compare_configs(tiny, {"graph": dict(decoder="graph")}, prompt_len=4, new_tokens=3, rounds=1)
     compare.profile_configs(result, tiny)
-    assert seen == {"generate": False, "graph": True}
+    assert seen == {"generate": False, "graph": True} and lengths == {3}
 
 
 # --- Between any two configurations, round by round ----------------------------------------------
