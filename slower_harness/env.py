@@ -37,12 +37,20 @@ def setup() -> set[int] | None:
     """The process-wide effects of choosing a mode, in one place: Triton's interpreter in CPU mode (before any
     @triton.jit function is defined), CPU pinning (``SLOWER_PIN_CPUS``), matplotlib's Agg backend outside
     a notebook (scripts never open windows), and, where ``SLOWER_PEAK_FILE`` names a file (``tools/run_series.py``
-    sets it for each chapter's kernel), this process's peak memory written there at exit. Returns the pinned
+    sets it for each chapter's kernel), this process's peak memory written there at exit and, in a notebook, after
+    every cell. Returns the pinned
     cores, or None."""
     if not HAS_GPU:
         os.environ.setdefault("TRITON_INTERPRET", "1")
     if os.environ.get("SLOWER_PEAK_FILE"):
-        atexit.register(_write_peak_memory, os.environ["SLOWER_PEAK_FILE"])
+        path = os.environ["SLOWER_PEAK_FILE"]
+        atexit.register(_write_peak_memory, path)
+        if "ipykernel" in sys.modules:  # and after every cell: a kernel stopped without a normal exit runs no atexit
+            from IPython import get_ipython
+
+            shell = get_ipython()
+            if shell is not None:
+                shell.events.register("post_run_cell", lambda *_: _write_peak_memory(path))
     if "ipykernel" not in sys.modules:
         import matplotlib
 

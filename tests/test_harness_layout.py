@@ -126,7 +126,8 @@ def test_env_loads_before_triton_and_matplotlib(module):
 def test_imports_are_declared_at_the_top(module):
     """What a module needs is declared at its top; an import inside a function only for an optional dependency
     (IPython, in a notebook) or in env, whose imports wait for its own setup."""
-    allowed = {"IPython.display", "matplotlib", "transformers", "triton"} if module == "env" else {"IPython.display"}
+    allowed = ({"IPython", "IPython.display", "matplotlib", "transformers", "triton"} if module == "env"
+               else {"IPython.display"})
     tree = ast.parse((PACKAGE / f"{module}.py").read_text())
     inner = {(a.name if isinstance(n, ast.Import) else n.module) for f in ast.walk(tree)
              if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) for n in ast.walk(f)

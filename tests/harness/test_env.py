@@ -48,3 +48,27 @@ def test_a_process_told_where_writes_its_peak_memory_at_exit(tmp_path):
                    env=dict(os.environ, SLOWER_MODE="cpu", SLOWER_PEAK_FILE=str(peak)))
     memory = json.loads(peak.read_text())
     assert memory["gpu_bytes"] == 0 and memory["host_bytes"] > 64 * 2**20
+
+
+def test_a_notebook_kernel_writes_its_peak_memory_after_every_cell(tmp_path):
+    """In a notebook the peak is written after every cell too: a kernel stopped without a normal exit (killed, as a
+    runner may stop it) runs no atexit hook, and its chapter's peak memory would be lost."""
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    kernels = env.ROOT / "build" / "jupyter" / "share" / "jupyter"  # where tools/install.py --test puts the kernel
+    if not (kernels / "kernels" / "python3").exists():
+        pytest.skip("no python3 kernel for this Python (python tools/install.py --test installs it)")
+    peak = tmp_path / "peak.json"
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import slower_harness.env"),
+                                         nbformat.v4.new_code_cell("import os; os._exit(0)")])  # no atexit hook runs
+    saved = dict(os.environ)
+    os.environ.update(SLOWER_PEAK_FILE=str(peak), SLOWER_MODE="cpu", JUPYTER_PATH=str(kernels))  # the kernel's
+    try:
+        client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=300,
+                                         resources={"metadata": {"path": str(env.ROOT)}})
+        with pytest.raises(Exception):  # the kernel dies in the second cell
+            client.execute()
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    assert json.loads(peak.read_text())["host_bytes"] > 0
