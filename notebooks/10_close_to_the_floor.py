@@ -27,18 +27,18 @@
 #
 # | step | wall ms per decoded token | decoded tokens/s | kernels per token | GPU-busy ms per token |
 # |---|---|---|---|---|
-# | 5. chapter 9's fast model in a CUDA graph | 1.468 | 681.2 | 527 | 1.301 |
-# | 6. our own KV cache | 1.256 | 796.2 | 373 | 1.101 |
-# | 7. the cache write in the RoPE kernel | 1.049 | 953.4 | 315 | 0.9760 |
-# | 8. norms, adds, SwiGLU and argmax folded into the projections | 1.007 | 993.3 | 198 | 0.9100 |
-# | **9. tiles measured on this GPU** | **0.7758** | **1289** | 198 | 0.7303 |
-# | transformers' compiled path | 3.786 | 264.2 | 572.3 | 1.958 |
+# | 5. chapter 9's fast model in a CUDA graph | 1.546 | 646.9 | 527 | 1.300 |
+# | 6. our own KV cache | 1.234 | 810.2 | 373 | 1.098 |
+# | 7. the cache write in the RoPE kernel | 1.101 | 908.2 | 315 | 0.9742 |
+# | 8. norms, adds, SwiGLU and argmax folded into the projections | 0.9579 | 1044 | 198 | 0.9143 |
+# | **9. tiles measured on this GPU** | **0.8295** | **1206** | 198 | 0.7315 |
+# | transformers' compiled path | 3.334 | 300.0 | 572.3 | 1.979 |
 #
-# On the committed H200 run the last step decodes 1.82x faster than chapter 9's graph step and 4.56x faster than
-# transformers' compiled path, at 32.0% of the weight-read floor (every weight read once per token at the H200's
+# On the committed H200 run the last step decodes 1.78x faster than chapter 9's graph step and 4.10x faster than
+# transformers' compiled path, at 29.9% of the weight-read floor (every weight read once per token at the H200's
 # nominal bandwidth: 0.2484 ms). Every step won, and each was predicted before it was measured: the predictions
-# came within 7% of the wall time for the last two steps, and overshot the first three by 12% to 25%, whose small
-# PyTorch kernels cost less than the price we gave them.
+# came within 4% of the wall time for the last two steps, and overshot the first three by 11% to 16%, whose small
+# kernels cost less than the price we gave them.
 # %% tags=["hide-input"]
 #@title Setup (run it first) { display-mode: "form" }
 # Setup: find the repository (or fetch it on a fresh Colab runtime), install what is missing.
@@ -180,7 +180,7 @@ helpers.show(pd.DataFrame(rows).T.infer_objects())
 assert all(r["verdict"] == "PASS" for r in rows.values())
 
 # %% [markdown]
-# On the committed H200 run every folded option stayed within 6.3e-04 of the largest output, and the four stages'
+# On the committed H200 run every folded option stayed within 0.0006262 of the largest output, and the four stages'
 # logits differed from the original's by 0.001884 of the largest logit, the same for all four: they round alike,
 # step for step, as the tests check bit for bit on the CPU. The greedy token of stages 6 to 8 differed from the
 # original's at an exact near-tie (the column says so), which seeded random weights make common; stage 9, whose
@@ -241,14 +241,13 @@ if helpers.HAS_GPU:
     plt.show()
 
 # %% [markdown]
-# On the committed H200 run every projection's measured tile read its weights at 82% to 87% of a copy of the same
-# bytes: 0.8457 for q/k/v, 0.8221 for o, 0.8660 for gate/up, 0.8479 for down and 0.8718 for lm_head. Against a
-# long stream the picture depends on size: the 4 MiB o_proj cannot reach the bandwidth of a long copy, because a
-# read that small is over before the memory system is busy, and its copy reaches only 1505 GB/s too. The lm_head,
-# 297 MiB, read at 3650 GB/s, and the measured tile took 85.25 µs where chapter 9's gemv took 122.7: the largest
-# single saving of step 9. The large-copy line is the odd one here: copies of 512 MiB ran at 2,757 GB/s on this
-# run, slower than the 297 MiB copy beside the lm_head (4187 GB/s), so the fair yardstick is the copy of the same
-# bytes, drawn as the dashed line.
+# On the committed H200 run every projection's measured tile read its weights at 82% to 88% of a copy of the same
+# bytes: 0.8390 for q/k/v, 0.8302 for o, 0.8354 for gate/up, 0.8202 for down and 0.8752 for lm_head. Against a
+# long copy (4,229 GB/s) the picture depends on size: from 0.2961 for the 4 MiB o_proj to 0.8613 for the lm_head.
+# A read of 4 MiB is over before the memory system is busy: a copy of the same bytes reaches only 1508 GB/s too,
+# which is why the copy of the same bytes (the dashed line) is the fair yardstick. The lm_head, 297 MiB, read at
+# 3642 GB/s, and its measured tile took 85.43 µs where chapter 9's gemv took 122.3: the largest single saving of
+# step 9.
 #
 # The rule's tile (step 8) is *slower* than chapter 9's gemv for q/k/v and gate/up: the prologue's pass over x
 # comes before the weights, and the rule's tiles give each program little else to do while it waits. The
@@ -324,15 +323,17 @@ if FLOOR_MS:
     print(f"weight-read floor {FLOOR_MS:.4f} ms per token: the last step reaches {FLOOR_MS / wall[STEPS[-1]]:.1%} of it")
 
 # %% [markdown]
-# On the committed H200 run every step won: 1.19x faster for our own cache, 1.13x for the cache write in the RoPE
-# kernel, 1.09x for the folding and 1.23x for the measured tiles, each against the step before. The prediction for
-# step 8 came to 1.005 ms against 1.007 measured and for step 9 to 0.8239 against 0.7758. For steps 5 to 7 it was
-# high: 1.840 against 1.468, 1.412 against 1.256 and 1.251 against 1.049. PyTorch's kernels around transformers'
-# cache, and the norms, are cheaper than the one-row RMSNorm timed alone that we priced every small kernel at. The folding won less than its four kernels per layer promised, as
-# predicted: its projections got slower before step 9 tuned them.
+# On the committed H200 run every step won: 1.18x faster for our own cache, 1.12x for the cache write in the RoPE
+# kernel, 1.13x for the folding and 1.17x for the measured tiles, each against the step before. The prediction for
+# step 8 came to 0.9926 ms against 0.9579 measured and for step 9 to 0.8125 against 0.8295. For steps 5 to 7 it was
+# high: 1.792 against 1.546, 1.377 against 1.234 and 1.221 against 1.101. PyTorch's kernels around transformers'
+# cache, and the norms, are cheaper than the one-row RMSNorm timed alone that we priced every small kernel at.
+# The folding won more than the guess above (that its slower projections would nearly cancel its 117 kernels
+# fewer): the kernels it removed were worth more than the projections lost.
 #
-# With 198 kernels per token the last step meets the 200 its issue asked for; 28 of them are the attention's
-# combine kernels, which a 160-key cache split in two: at this length one program per head would do.
+# With 198 kernels per token the last step is under 200; 28 of them are the attention's
+# combine kernels, which a 160-key cache splits in two (whether one program per head would be faster at this
+# length is not measured here).
 #
 # ## A look inside: where each step's GPU time goes
 #
@@ -355,9 +356,9 @@ if helpers.HAS_GPU:
     helpers.show(pd.DataFrame({n: b["kernels per token"] for n, b in breakdown.items()}).fillna(0).T)
 
 # %% [markdown]
-# In the committed H200 figure the blue block, PyTorch's kernels, shrinks from about 385 GPU µs per token to about 40
+# In the committed H200 figure the blue block, PyTorch's kernels, shrinks from about 390 GPU µs per token to about 45
 # at step 7 and is gone at step 8, as are the orange norms, adds and SwiGLU; the purple projections shrink at step 9.
-# What is left is the projections, at 82% to 87% of a copy of their bytes, and the attention (green), over a
+# What is left is the projections, at 82% to 88% of a copy of their bytes, and the attention (green), over a
 # hundred µs for 56 kernels that read a short cache: the next thing to fold or to fuse. The weight-read floor
 # (dashed) is the bound that a megakernel, with no kernel boundaries at all, approaches.
 
@@ -444,7 +445,7 @@ result = helpers.check_answer(answer, cmp.ratios["no prefetch"], cmp.floor, chan
 #
 # - Once a CUDA graph has taken the host out, a token's time is its kernels': the small ones between the projections
 #   cost as much as the weights, and folding them into the projections (prologues and epilogues) removes them.
-# - On the committed H200 run our own decode step decoded 1289 tokens/s (0.7758 ms per token), 4.56x faster than
-#   transformers' compiled path, with 198 kernels and every projection at 82% to 87% of a copy of its bytes.
+# - On the committed H200 run our own decode step decoded 1206 tokens/s (0.8295 ms per token), 4.10x faster than
+#   transformers' compiled path, with 198 kernels and every projection at 82% to 88% of a copy of its bytes.
 # - A tile measured on the GPU beat the rule by up to about 1.5x on a projection: measure, keep the table, and let
 #   unmeasured GPUs fall back to the rule.
