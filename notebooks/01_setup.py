@@ -511,7 +511,7 @@ CPU_CLOCK = "wall time of PyTorch on the CPU (CPU mode)"  # no Triton kernel her
 x, y = (torch.randn(SIZES.add_n, device=DEVICE, dtype=DTYPE) for _ in range(2))
 x_half, y_half = x[:SIZES.add_n // 2], y[:SIZES.add_n // 2]  # views, sliced once: slicing costs host time too
 
-answer = None  # your guess: "faster", "slower" or "same"
+answer = None  # @param ["None", "'faster'", "'slower'", "'same'"] {type:"raw"}
 cmp = helpers.compare_calls({"half the elements": lambda: x_half + y_half}, reference=lambda: x + y, clock="host",
                             rounds=2 * SIZES.rounds_kernel,  # even: each order as often forwards as backwards
                             after_profile=True)  # this chapter has profiled: both calls pay CUPTI's extra alike
@@ -528,7 +528,7 @@ big = max(SIZES.add_sweep)
 a, b, out = (torch.randn(big, device=DEVICE, dtype=DTYPE) for _ in range(3))
 a_half, b_half, out_half = a[:big // 2], b[:big // 2], out[:big // 2]
 
-answer = None  # your guess: "faster", "slower" or "same"
+answer = None  # @param ["None", "'faster'", "'slower'", "'same'"] {type:"raw"}
 cmp = helpers.compare_calls({"half the elements": lambda: torch.add(a_half, b_half, out=out_half)},
                             reference=lambda: torch.add(a, b, out=out))
 measured = helpers.check_answer(answer, cmp.ratios["half the elements"], cmp.floor, change="half the elements",
@@ -545,7 +545,7 @@ n = SIZES.matmul_shape[2]
 w = torch.randn(n, n, device=DEVICE, dtype=DTYPE) / n**0.5
 rows, rows2 = (torch.randn(k, n, device=DEVICE, dtype=DTYPE) for k in (n, 2 * n))
 
-answer = None  # your guess: "faster", "slower" or "same"
+answer = None  # @param ["None", "'faster'", "'slower'", "'same'"] {type:"raw"}
 cmp = helpers.compare_calls({"twice the rows": lambda: rows2 @ w.T}, reference=lambda: rows @ w.T)
 measured = helpers.check_answer(answer, cmp.ratios["twice the rows"], cmp.floor, change="twice the rows",
                                 clock=cmp.clock if helpers.HAS_GPU else CPU_CLOCK)

@@ -473,7 +473,7 @@ def add_with_block(x, y, block):
 assert torch.equal(add_with_block(a, b, 128), a + b)  # the same sums, whatever the block
 
 # %%
-answer = None  # your guess: "faster", "slower" or "same"
+answer = None  # @param ["None", "'faster'", "'slower'", "'same'"] {type:"raw"}
 cmp = helpers.compare_calls({"BLOCK_SIZE=128": lambda: add_with_block(a, b, 128)},
                             reference=lambda: add_with_block(a, b, ELEMENTWISE_BLOCK_SIZE))
 measured = helpers.check_answer(answer, cmp.ratios["BLOCK_SIZE=128"], cmp.floor, change="BLOCK_SIZE=128", clock=cmp.clock)
@@ -489,7 +489,7 @@ measured = helpers.check_answer(answer, cmp.ratios["BLOCK_SIZE=128"], cmp.floor,
 # instructions: expect no difference there.
 
 # %%
-answer = None  # your guess: "faster", "slower" or "same"
+answer = None  # @param ["None", "'faster'", "'slower'", "'same'"] {type:"raw"}
 a_odd, b_odd = a[:BIG - 1], b[:BIG - 1]  # views of the same memory, one element shorter
 cmp = helpers.compare_calls({"length BIG - 1": lambda: slower_kernels.add(a_odd, b_odd)}, reference=lambda: slower_kernels.add(a, b))
 measured = helpers.check_answer(answer, cmp.ratios["length BIG - 1"], cmp.floor, change="length BIG - 1", clock=cmp.clock)
@@ -504,7 +504,7 @@ measured = helpers.check_answer(answer, cmp.ratios["length BIG - 1"], cmp.floor,
 # PyTorch's copy: expect little difference.
 
 # %%
-answer = None  # your guess: "faster", "slower" or "same"
+answer = None  # @param ["None", "'faster'", "'slower'", "'same'"] {type:"raw"}
 a_wide = torch.randn(2 * BIG, device=DEVICE, dtype=DTYPE)
 cmp = helpers.compare_calls({"strided x": lambda: slower_kernels.add(a_wide[::2], b)}, reference=lambda: slower_kernels.add(a, b))
 measured = helpers.check_answer(answer, cmp.ratios["strided x"], cmp.floor, change="strided x", clock=cmp.clock)

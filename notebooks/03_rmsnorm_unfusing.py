@@ -577,7 +577,7 @@ x_other, w_other = x_big.to(OTHER), w_big.to(OTHER)
 change = f"rows in {str(OTHER)[6:]}"
 
 # %%
-answer = None  # your guess: "faster", "slower" or "same"
+answer = None  # @param ["None", "'faster'", "'slower'", "'same'"] {type:"raw"}
 cmp = helpers.compare_calls({change: lambda: slower_kernels.rmsnorm_two_pass(x_other, w_other)},
                             reference=lambda: slower_kernels.rmsnorm_two_pass(x_big, w_big))
 measured = helpers.check_answer(answer, cmp.ratios[change], cmp.floor, change=change, clock=cmp.clock)
@@ -597,7 +597,7 @@ w_long = torch.randn(8 * H, generator=torch.Generator().manual_seed(2)).to(DEVIC
 change = f"[{BIG_ROWS // 8}, {8 * H}] rows"
 
 # %%
-answer = None  # your guess: "faster", "slower" or "same"
+answer = None  # @param ["None", "'faster'", "'slower'", "'same'"] {type:"raw"}
 cmp = helpers.compare_calls({change: lambda: slower_kernels.rmsnorm_two_pass(x_long, w_long)},
                             reference=lambda: slower_kernels.rmsnorm_two_pass(x_big, w_big))
 measured = helpers.check_answer(answer, cmp.ratios[change], cmp.floor, change=change, clock=cmp.clock)

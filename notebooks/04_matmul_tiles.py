@@ -596,7 +596,7 @@ helpers.show(helpers.compare("matmul.").drop(columns="label"))
 # %%
 BASE = DEFAULT.kwargs()  # block sizes, num_warps and num_stages of the default tile
 default_call = lambda: slower_kernels.matmul(xd, wd.t(), **BASE)  # noqa: E731
-answer = None  # your guess: "faster", "slower" or "same"
+answer = None  # @param ["None", "'faster'", "'slower'", "'same'"] {type:"raw"}
 change = "BLOCK_K 32 -> 64"
 cmp = helpers.compare_calls({change: lambda: slower_kernels.matmul(xd, wd.t(), **{**BASE, "block_k": 64})},
                             reference=default_call)
@@ -609,7 +609,7 @@ measured = helpers.check_answer(answer, cmp.ratios[change], cmp.floor, change=ch
 # copies, and there the two settings compile alike: "same".
 
 # %%
-answer = None  # your guess: "faster", "slower" or "same"
+answer = None  # @param ["None", "'faster'", "'slower'", "'same'"] {type:"raw"}
 change = "num_stages 2 -> 1"
 cmp = helpers.compare_calls({change: lambda: slower_kernels.matmul(xm, wm.t(), **{**BASE, "num_stages": 1})},
                             reference=lambda: slower_kernels.matmul(xm, wm.t(), **BASE))

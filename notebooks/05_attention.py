@@ -569,7 +569,7 @@ def slow_call(**change):
 # filling the GPU.
 
 # %%
-answer = None  # your guess: "faster", "slower" or "same"
+answer = None  # @param ["None", "'faster'", "'slower'", "'same'"] {type:"raw"}
 half = {"Hq": QWEN["Hq"] // 2, "Hkv": QWEN["Hkv"] // 2}
 cmp = helpers.compare_calls({"half the heads": slow_call(**half)}, reference=slow_call())
 measured = helpers.check_answer(answer, cmp.ratios["half the heads"], cmp.floor,
@@ -588,7 +588,7 @@ measured = helpers.check_answer(answer, cmp.ratios["half the heads"], cmp.floor,
 # It is SDPA's lesson again: few programs, each walking its keys in sequence.
 
 # %%
-answer = None  # your guess: "faster", "slower" or "same"
+answer = None  # @param ["None", "'faster'", "'slower'", "'same'"] {type:"raw"}
 cmp = helpers.compare_calls({"4x the context": slow_call(T=4 * QWEN["T"])}, reference=slow_call())
 measured = helpers.check_answer(answer, cmp.ratios["4x the context"], cmp.floor,
                                 change=f"cached keys {QWEN['T']} -> {4 * QWEN['T']}", clock=cmp.clock)

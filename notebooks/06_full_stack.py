@@ -543,7 +543,7 @@ quiet = torch.no_grad()  # a call wrapped in it records no autograd graph
 # chain's GPU time, close to chapter 3's figure for the same call.
 
 # %%
-answer = None  # your guess: "faster", "slower" or "same"
+answer = None  # @param ["None", "'faster'", "'slower'", "'same'"] {type:"raw"}
 norm = layer.input_layernorm
 ours = quiet(lambda: slower_kernels.rmsnorm_two_pass(x_row, norm.weight, norm.variance_epsilon))
 cmp = helpers.compare_calls({"two-pass RMSNorm": ours}, reference=quiet(lambda: norm(x_row)))
@@ -560,7 +560,7 @@ measured = helpers.check_answer(answer, cmp.ratios["two-pass RMSNorm"], cmp.floo
 # about 55 times slower.
 
 # %%
-answer = None  # your guess: "faster", "slower" or "same"
+answer = None  # @param ["None", "'faster'", "'slower'", "'same'"] {type:"raw"}
 T = SIZES.prompt_len + SIZES.new_tokens  # keys in the cache at the end of a generation
 hq, hkv, d = config.num_attention_heads, config.num_key_value_heads, config.head_dim
 q = torch.randn(1, hq, 1, d, device=helpers.DEVICE, dtype=helpers.DTYPE)  # (B, Hq, S=1, D)
@@ -585,7 +585,7 @@ measured = helpers.check_answer(answer, cmp.ratios["per-head loop"], cmp.floor,
 # read itself dominates, so the gap may be much smaller.
 
 # %%
-answer = None  # your guess: "faster", "slower" or "same"
+answer = None  # @param ["None", "'faster'", "'slower'", "'same'"] {type:"raw"}
 W = layer.mlp.up_proj.weight  # (intermediate_size, hidden_size)
 cmp = helpers.compare_calls({"tiled matmul": quiet(lambda: slower_kernels.linear(x_row, W))},
                             reference=quiet(lambda: F.linear(x_row, W)))

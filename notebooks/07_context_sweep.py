@@ -374,7 +374,7 @@ def qkv(queries, keys, heads=hq, kv_heads=hkv):
 # does not grow. Faster, slower or the same, and by how much?
 
 # %%
-answer = None  # your guess: "faster", "slower" or "same"
+answer = None  # @param ["None", "'faster'", "'slower'", "'same'"] {type:"raw"}
 at_short, at_long = qkv(1, short), qkv(1, long)
 cmp = helpers.compare_calls({"longer context": lambda: slower_kernels.attention_slow(*at_long, scale=d ** -0.5, causal=True)},
                             reference=lambda: slower_kernels.attention_slow(*at_short, scale=d ** -0.5, causal=True))
@@ -389,7 +389,7 @@ measured = helpers.check_answer(answer, cmp.ratios["longer context"], cmp.floor,
 # Expect **slower**: but how far below 64x do you expect it to stay, and would a T4 stay as far below?
 
 # %%
-answer = None  # your guess: "faster", "slower" or "same"
+answer = None  # @param ["None", "'faster'", "'slower'", "'same'"] {type:"raw"}
 pre_short, pre_long = qkv(short, short), qkv(long, long)
 sdpa = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=hq != hkv)
 cmp = helpers.compare_calls({"longer prompt": lambda: sdpa(*pre_long)}, reference=lambda: sdpa(*pre_short))

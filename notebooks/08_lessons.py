@@ -439,7 +439,7 @@ HIDDEN = SIZES.rmsnorm_hidden
 LAYERS = (helpers.QWEN3_0_6B if helpers.HAS_GPU else helpers.TINY_QWEN3)["num_hidden_layers"]
 norm_in = torch.randn(SIZES.rmsnorm_decode_rows, HIDDEN, device=helpers.DEVICE, dtype=helpers.DTYPE)
 norm_w = torch.randn(HIDDEN, device=helpers.DEVICE, dtype=helpers.DTYPE)
-answer = None  # your guess: "faster", "slower" or "same"
+answer = None  # @param ["None", "'faster'", "'slower'", "'same'"] {type:"raw"}
 cmp = helpers.compare_calls(
     {"two-pass": lambda: [slower_kernels.rmsnorm_two_pass(norm_in, norm_w) for _ in range(2 * LAYERS)]},
     reference=lambda: [slower_kernels.rmsnorm_fused(norm_in, norm_w) for _ in range(2 * LAYERS)])
@@ -461,7 +461,7 @@ result = helpers.check_answer(answer, cmp.ratios["two-pass"], cmp.floor, clock=c
 n_small, n_large = SIZES.add_sweep[0], SIZES.add_sweep[2]
 xs, ys = (torch.randn(n_small, device=helpers.DEVICE, dtype=helpers.DTYPE) for _ in range(2))
 xl, yl = (torch.randn(n_large, device=helpers.DEVICE, dtype=helpers.DTYPE) for _ in range(2))
-answer = None  # your guess: "faster", "slower" or "same"
+answer = None  # @param ["None", "'faster'", "'slower'", "'same'"] {type:"raw"}
 cmp = helpers.compare_calls({"larger": lambda: slower_kernels.add(xl, yl)}, reference=lambda: slower_kernels.add(xs, ys))
 result = helpers.check_answer(answer, cmp.ratios["larger"], cmp.floor, clock=cmp.clock,
                               change=f"our add on {n_large:,} elements instead of {n_small:,}")

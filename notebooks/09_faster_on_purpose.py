@@ -616,7 +616,7 @@ x_ex = torch.randn(1, H_, device=helpers.DEVICE, dtype=helpers.DTYPE)
 w_ex = torch.randn(2 * I_, H_, device=helpers.DEVICE, dtype=helpers.DTYPE)  # the fused gate/up projection
 wide = min(512, 1 << (max(1, 2 * I_ // 8) - 1).bit_length())  # outputs per program: 2 * I_ / wide programs
 few = slower_kernels.GemvConfig(block_m=1, block_n=wide, block_k=64, num_warps=4)
-answer = None  # your guess: "faster", "slower" or "same"
+answer = None  # @param ["None", "'faster'", "'slower'", "'same'"] {type:"raw"}
 cmp = helpers.compare_calls({"few": lambda: slower_kernels.gemv(x_ex, w_ex, config=few)},
                             reference=lambda: slower_kernels.gemv(x_ex, w_ex))
 result = helpers.check_answer(answer, cmp.ratios["few"], cmp.floor,
@@ -636,7 +636,7 @@ shape = SIZES.attention_qwen_shape
 q_ex = torch.randn(1, shape["Hq"], 1, shape["D"], device=helpers.DEVICE, dtype=helpers.DTYPE)
 k_ex, v_ex = (torch.randn(1, shape["Hkv"], shape["T"], shape["D"], device=helpers.DEVICE, dtype=helpers.DTYPE)
               for _ in range(2))
-answer = None  # your guess: "faster", "slower" or "same"
+answer = None  # @param ["None", "'faster'", "'slower'", "'same'"] {type:"raw"}
 cmp = helpers.compare_calls({"one split": lambda: slower_kernels.decode_attention(q_ex, k_ex, v_ex, num_splits=1)},
                             reference=lambda: slower_kernels.decode_attention(q_ex, k_ex, v_ex))
 result = helpers.check_answer(answer, cmp.ratios["one split"], cmp.floor, change="one split", clock=cmp.clock)
@@ -653,7 +653,7 @@ result = helpers.check_answer(answer, cmp.ratios["one split"], cmp.floor, change
 rows_ex = SIZES.rmsnorm_decode_rows
 h_ex, r_ex = (torch.randn(rows_ex, H_, device=helpers.DEVICE, dtype=helpers.DTYPE) for _ in range(2))
 g_ex = torch.randn(H_, device=helpers.DEVICE, dtype=helpers.DTYPE)
-answer = None  # your guess: "faster", "slower" or "same"
+answer = None  # @param ["None", "'faster'", "'slower'", "'same'"] {type:"raw"}
 cmp = helpers.compare_calls({"unfused": lambda: slower_kernels.rmsnorm_fused(h_ex + r_ex, g_ex)},
                             reference=lambda: slower_kernels.add_rmsnorm(h_ex, r_ex, g_ex))
 result = helpers.check_answer(answer, cmp.ratios["unfused"], cmp.floor, change="add, then RMSNorm", clock=cmp.clock)

@@ -418,7 +418,7 @@ variant, n_qkv, k_qkv = PROJECTIONS["q/k/v"]
 x_ex = torch.randn(1, k_qkv, device=helpers.DEVICE, dtype=helpers.DTYPE)
 w_ex = torch.randn(n_qkv, k_qkv, device=helpers.DEVICE, dtype=helpers.DTYPE) / k_qkv**0.5
 g_ex = torch.rand(k_qkv, device=x_ex.device, dtype=x_ex.dtype) + 0.5
-answer = None  # your guess: "faster", "slower" or "same"
+answer = None  # @param ["None", "'faster'", "'slower'", "'same'"] {type:"raw"}
 cmp = helpers.compare_calls({"unfolded": lambda: fg.decode_gemv(slower_kernels.rmsnorm_fused(x_ex, g_ex), w_ex)},
                             reference=lambda: fg.decode_gemv(x_ex, w_ex, norm_weight=g_ex))
 result = helpers.check_answer(answer, cmp.ratios["unfolded"], cmp.floor, change="RMSNorm as its own kernel",
@@ -434,7 +434,7 @@ result = helpers.check_answer(answer, cmp.ratios["unfolded"], cmp.floor, change=
 # %%
 tile = fg.decode_gemv_config(n_qkv, k_qkv, variant, x_ex.device)
 no_prefetch = fg.DecodeGemvConfig(tile.block_n, tile.block_k, tile.num_warps, tile.num_stages, prefetch=False)
-answer = None  # your guess: "faster", "slower" or "same"
+answer = None  # @param ["None", "'faster'", "'slower'", "'same'"] {type:"raw"}
 cmp = helpers.compare_calls({"no prefetch": lambda: fg.decode_gemv(x_ex, w_ex, norm_weight=g_ex, config=no_prefetch)},
                             reference=lambda: fg.decode_gemv(x_ex, w_ex, norm_weight=g_ex, config=tile))
 result = helpers.check_answer(answer, cmp.ratios["no prefetch"], cmp.floor, change=f"{tile.name} without prefetch",

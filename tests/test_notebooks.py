@@ -107,3 +107,20 @@ def test_the_order_check_sees_a_late_host_timing():
               "comparison = helpers.compare_configs(model, {})\n")
     assert host_timings_after_gpu_only_profile(source) == ["helpers.compare_configs("]
     assert host_timings_after_gpu_only_profile(source.replace("step_timeline", "other")) == []
+
+
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_every_exercise_answer_is_a_colab_dropdown(name):
+    """An exercise's guess is a Colab form field (a dropdown of the three answers, None until the reader picks): the
+    default changes nothing that the committed outputs show."""
+    import ast
+
+    lines = [line for line in (ROOT / "notebooks" / f"{name}.py").read_text().splitlines()
+             if line.startswith("answer =")]
+    assert lines, f"{name}: no exercise"
+    for line in lines:
+        code, _, form = line.partition("# @param ")
+        assert ast.literal_eval(code.split("=", 1)[1].strip()) is None, line
+        options, _, kind = form.rpartition("]")
+        assert [ast.literal_eval(o) for o in ast.literal_eval(options + "]")] == [None, "faster", "slower", "same"], line
+        assert kind.strip() == '{type:"raw"}', line
