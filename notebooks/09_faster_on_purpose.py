@@ -667,3 +667,6 @@ result = helpers.check_answer(answer, cmp.ratios["unfused"], cmp.floor, change="
 #   than transformers' compiled path (3.767 ms); launched from Python, it was only 1.20x faster than the original.
 # - What is left is GPU time in hundreds of tiny kernels: more fusion, and in the end a megakernel, is the way
 #   on towards the weight-read floor.
+#
+# [Chapter 10](10_close_to_the_floor.ipynb) goes on from the graph step: our own KV cache, the small kernels folded
+# into the projections, and tiles measured on the GPU.

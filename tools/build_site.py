@@ -4,7 +4,7 @@
     python tools/build_site.py --out DIR  # somewhere else
 
 Sphinx with MyST-NB and the book theme (``website/conf.py``; install them with ``pip install -r
-requirements-site.txt``): the README as the front page, the nine chapters with their outputs and a Colab button,
+requirements-site.txt``): the README as the front page, the chapters with their outputs and a Colab button,
 METHODS, RESULTS and DEVELOPING, search, and math rendered by a MathJax the site serves itself, so that it reads
 with no network. Warnings are errors: a link between chapters that does not resolve fails the build.
 """
