@@ -6,7 +6,8 @@ copies. Here the cache is two preallocated tensors per layer, written at a posit
 the kernel that norms and rotates q and k (``rmsnorm_rope_cache``); the rotary table is computed once for every
 position; decode attention reads the cache up to a length on the device; the greedy argmax and the next position
 are computed on the device too. Nothing in ``step`` reads a value back to the host, so one step can be captured in
-a CUDA graph and replayed once per token.
+a CUDA graph and replayed once per token. From stage "fold" on, the RMSNorms, residual adds, SwiGLU and argmax run
+inside the projections (``folded_gemv``) and one small kernel advances the state (``advance_kernel``).
 """
 
 import torch
@@ -199,7 +200,8 @@ class OwnCacheModel(nn.Module):
     def _layer(self, i: int, x: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
         """Decoder layer ``i`` on x [1, S, hidden], the first token at ``position[0]``: 10 launches for one token
         at stage "write" (RMSNorm; q/k/v; q/k norm + RoPE + the cache write; attention, and its combine when split;
-        o_proj; residual add + RMSNorm; gate/up; SwiGLU; down; residual add), 11 at "cache"."""
+        o_proj; residual add + RMSNorm; gate/up; SwiGLU; down; residual add), 12 at "cache" (norm + RoPE, then two
+        copies into the cache)."""
         layer = self.layers[i]
         attn = layer.self_attn
         S, D = x.shape[1], attn.head_dim
