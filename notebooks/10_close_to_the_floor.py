@@ -37,9 +37,9 @@
 # On the committed H200 run the last step decodes 1.78x faster than chapter 9's graph step and 4.10x faster than
 # transformers' compiled path, and reaches 29.9% of the weight-read floor's speed (the floor: every weight read
 # once per token at the H200's nominal bandwidth, 0.2484 ms). As in chapter 9, the ratios are medians of the
-# per-round ratios, not ratios of the table's medians, so the two need not agree exactly. Every step won, and each was predicted before it was measured: the predictions
-# came within 4% of the wall time for the last two steps, and overshot the first three by 11% to 16%, whose small
-# kernels cost less than the price we gave them.
+# per-round ratios, not ratios of the table's medians, so the two need not agree exactly. Every step won, and each
+# was predicted before it was measured: the predictions came within 4% of the wall time for the last two steps and
+# overshot the first three by 11% to 16%, whose small kernels cost less than the price we gave them.
 # %% tags=["hide-input"]
 #@title Setup (run it first) { display-mode: "form" }
 # Setup: find the repository (or fetch it on a fresh Colab runtime), install what is missing.
