@@ -69,10 +69,14 @@ def kernel_events(fn) -> list[tuple[str, float]]:
     return _device_kernels(prof)
 
 
+def kernel_totals(events: list[tuple[str, float]]) -> tuple[int, float]:
+    """(kernels, summed GPU ms) of ``kernel_events``' list."""
+    return len(events), sum(us for _, us in events) / 1e3
+
+
 def kernel_stats(fn) -> tuple[int, float]:
     """(kernels launched, summed GPU ms) while ``fn`` runs, from torch.profiler's CUDA activity."""
-    events = kernel_events(fn)
-    return len(events), sum(us for _, us in events) / 1e3
+    return kernel_totals(kernel_events(fn))
 
 
 # --- Two clocks ---------------------------------------------------------------------------------

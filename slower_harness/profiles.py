@@ -15,15 +15,35 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 from transformers import DynamicCache
 
-import slower_kernels
 import pandas as pd
 
-from slower_harness.clocks import kernel_events, kernel_stats, sync
+import slower_kernels
+from slower_harness.clocks import kernel_events, kernel_totals, sync
 from slower_harness.decoders import GraphDecoder, decoder_for
 from slower_harness.model import module_census
 from slower_harness.specs import NOMINAL_GB_S
 from slower_harness.timeline import timeline_from_trace
 from slower_harness.timing_order import profiled
+
+
+def _decode_runs(model, ids: torch.Tensor, n: int, use_cache: bool, decoder: str, warm: bool,
+                 max_new_tokens: int | None) -> tuple:
+    """An ``n``-token and a 1-token generation with ``decoder`` (built for ``max_new_tokens``, default n; after one
+    untimed generation with ``warm``): ((their GPU kernels as (name, µs), or (None, None) without a GPU),
+    (our Triton launches in each))."""
+    run = decoder_for(model, ids, max(n, max_new_tokens or n), decoder, use_cache)
+    if warm:
+        run(n)  # every shape met once (and a graph captured, a compiled step compiled)
+    events, project = [], []
+    for k in (n, 1):
+        with slower_kernels.count_launches() as c:
+            if env.HAS_GPU:
+                events.append(kernel_events(lambda k=k: run(k)))
+            else:
+                run(k)
+                events.append(None)
+        project.append(sum(c.values()))
+    return events, project
 
 
 def count_decode(model, ids: torch.Tensor, n: int, use_cache: bool = True, decoder: str = "generate",
@@ -41,22 +61,12 @@ def count_decode(model, ids: torch.Tensor, n: int, use_cache: bool = True, decod
     Counts only, no wall time: the profiler's bookkeeping slows the host, and wall time per token comes
     from ``compare_configs``' own shuffled rounds (``Comparison.profile``)."""
     profiled("a decode profile (profile_configs, count_decode)")
-    run = decoder_for(model, ids, max(n, max_new_tokens or n), decoder, use_cache)
-    if warm:
-        run(n)  # every shape met once (and a graph captured, a compiled step compiled)
+    (long, short), project = _decode_runs(model, ids, n, use_cache, decoder, warm, max_new_tokens)
     steps = n - 1
-    project, stats = [], []
-    for k in (n, 1):
-        with slower_kernels.count_launches() as c:
-            if env.HAS_GPU:
-                stats.append(kernel_stats(lambda k=k: run(k)))
-            else:
-                run(k)
-        project.append(sum(c.values()))
     ours = (project[0] - project[1]) / steps
     if not env.HAS_GPU:
         return None, None, ours
-    (ln, gn), (l1, g1) = stats
+    (ln, gn), (l1, g1) = kernel_totals(long), kernel_totals(short)
     if not (0 < l1 < ln and 0 < g1 < gn):  # a longer generation runs more kernels, for longer
         raise RuntimeError(f"torch.profiler counted {ln} kernels ({gn:.3f} GPU ms) for {n} tokens and {l1} ({g1:.3f} "
                            "GPU ms) for 1: a profile lost GPU events (with TEARDOWN_CUPTI=1 set, a profile that starts "
@@ -90,11 +100,10 @@ def decode_breakdown(model, ids: torch.Tensor, n: int, decoder: str = "generate"
     if not env.HAS_GPU:
         return None
     profiled("a decode breakdown (decode_breakdown)")
-    run = decoder_for(model, ids, max(n, max_new_tokens or n), decoder)
-    run(n)
-    long, short = (pd.DataFrame(kernel_events(lambda k=k: run(k)), columns=["name", "us"]) for k in (n, 1))
+    events, _ = _decode_runs(model, ids, n, True, decoder, True, max_new_tokens)
     per_token = []
-    for df in (long, short):
+    for kernels in events:
+        df = pd.DataFrame(kernels, columns=["name", "us"])
         df["family"] = df["name"].map(kernel_family)
         per_token.append(df.groupby("family")["us"].agg(["count", "sum"]))
     diff = per_token[0].sub(per_token[1], fill_value=0) / (n - 1)

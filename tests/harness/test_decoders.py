@@ -1,4 +1,6 @@
 """slower_harness.decoders: how a configuration generates (``generate``, ``GraphDecoder``, ``decoder_for``)."""
+import copy
+
 import pytest
 import torch
 
@@ -99,34 +101,31 @@ def test_every_stage_of_our_own_step_decodes_the_fast_models_tokens_in_fp16(tiny
     decoding eagerly in transformers' static cache, exactly on the CPU (the interpreter sums in one order) and up to
     the first near-tie on a GPU, where a tuned tile may sum in another; in the launches per token each stage
     promises."""
-    model = tiny32.to(torch.float16)
-    try:
-        prompt, n = make_prompt(7, vocab_size=model.config.vocab_size), 10
-        with patching.patched(model, **patching.ALL_FAST):
-            eager = decoders.GraphDecoder(model, max_len=20, use_graph=False)
-            expected = eager.generate(prompt, n)[0].cpu().tolist()
-        assert len(set(expected)) > n // 2, "the reference is no test of the decode steps"
-        layers = model.config.num_hidden_layers
-        # our kernels per token: 9 per layer and the final norm and lm_head, then 6 per layer and 2 once folded
-        per_token = {"cache": 9 * layers + 2, "write": 9 * layers + 2, "fold": 6 * layers + 2, "tune": 6 * layers + 2}
-        for decoder, stage in decoders.OWN_DECODERS.items():
-            own = decoders.OwnCacheDecoder(model, max_len=20, use_graph=False, stage=stage)
-            got = own.generate(prompt, n)[0].cpu().tolist()
-            if env.HAS_GPU:
-                assert got[:3] == expected[:3], decoder
-            else:
-                assert got == expected, decoder
-            with slower_kernels.count_launches() as launches:
+    model = copy.deepcopy(tiny32).to(torch.float16)  # the fixture's fp32 weights stay as they are for other tests
+    prompt, n = make_prompt(7, vocab_size=model.config.vocab_size), 10
+    with patching.patched(model, **patching.ALL_FAST):
+        eager = decoders.GraphDecoder(model, max_len=20, use_graph=False)
+        expected = eager.generate(prompt, n)[0].cpu().tolist()
+    assert len(set(expected)) > n // 2, "the reference is no test of the decode steps"
+    layers = model.config.num_hidden_layers
+    # our kernels per token: 9 per layer and the final norm and lm_head, then 6 per layer and 2 once folded
+    per_token = {"cache": 9 * layers + 2, "write": 9 * layers + 2, "fold": 6 * layers + 2, "tune": 6 * layers + 2}
+    for decoder, stage in decoders.OWN_DECODERS.items():
+        own = decoders.OwnCacheDecoder(model, max_len=20, use_graph=False, stage=stage)
+        got = own.generate(prompt, n)[0].cpu().tolist()
+        if env.HAS_GPU:
+            assert got[:3] == expected[:3], decoder
+        else:
+            assert got == expected, decoder
+        with slower_kernels.count_launches() as launches:
+            own.own.step()
+        assert sum(launches.values()) == per_token[stage], (decoder, launches)
+        if env.HAS_GPU and stage in ("fold", "tune"):  # and no PyTorch kernel besides: every kernel is ours
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
                 own.own.step()
-            assert sum(launches.values()) == per_token[stage], (decoder, launches)
-            if env.HAS_GPU and stage in ("fold", "tune"):  # and no PyTorch kernel besides: every kernel is ours
-                with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-                    own.own.step()
-                    torch.cuda.synchronize()
-                kernels = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
-                assert len(kernels) == per_token[stage], (decoder, kernels)
-    finally:
-        tiny32.to(torch.float32)
+                torch.cuda.synchronize()
+            kernels = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+            assert len(kernels) == per_token[stage], (decoder, kernels)
 
 
 def test_our_own_kv_cache_refuses_what_does_not_fit(tiny):

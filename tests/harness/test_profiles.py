@@ -36,12 +36,12 @@ def test_bandwidth_floor(tiny):
 def test_count_decode_refuses_a_profile_that_lost_its_events(tiny, monkeypatch):
     """A 1-token profile that sees as many kernels as the n-token one (a profile that lost its GPU events, as a
     CUPTI teardown racing the next profile can make it) fails loudly instead of giving a per-token count."""
-    seen = iter([(100, 1.0), (100, 1.0)])
+    seen = iter([[("k", 10.0)] * 100, [("k", 10.0)] * 100])  # 100 kernels, 1 GPU ms, for n tokens and for 1
     monkeypatch.setattr(env, "HAS_GPU", True)
     # no CUDA here: the generations run on the CPU (generate() synchronises through decoders' own sync)
     monkeypatch.setattr(profiles, "sync", lambda: None)
     monkeypatch.setattr(decoders, "sync", lambda: None)
-    monkeypatch.setattr(profiles, "kernel_stats", lambda fn: (fn(), next(seen))[1])
+    monkeypatch.setattr(profiles, "kernel_events", lambda fn: (fn(), next(seen))[1])
     ids = make_prompt(5, vocab_size=tiny.config.vocab_size)
     with pytest.raises(RuntimeError, match="a profile lost GPU events"):
         profiles.count_decode(tiny, ids, 3, warm=False)
